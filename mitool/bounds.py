@@ -1,0 +1,402 @@
+"""Variational bounds and estimators of mutual information, as pure functions of critic scores.
+
+Every bound takes the scores of a critic f(x, y):
+
+* ``pos``: shape (B,), the scores f(x_i, y_i) of B positive pairs drawn from the joint p(x, y);
+* ``neg``: shape (B, K), the scores f(x_i, y'_ik) of the same B anchors against K samples
+  y'_ik drawn from the marginal p(y), i.e. pairs from the product of marginals p(x)p(y).
+
+and returns a :class:`BoundResult` with
+
+* ``loss``: a differentiable scalar to minimise (training the critic tightens the bound);
+* ``mi``: a scalar, the estimate of I(X; Y) in nats given by the current critic;
+* ``npc``: for the InfoNCE family only, the mean negative-positive-coupling multiplier of the DCL
+  paper, q_B = 1 - e^{pos} / (e^{pos} + sum_k e^{neg_k}), detached; ``None`` elsewhere.
+
+All arithmetic is done in float32 whatever the dtype of the scores (bf16 and fp16 scores from
+autocast are upcast once), and in log space: scores of magnitude 1e3 with K = 65536 neither
+overflow nor give NaN. The InfoNCE family never concatenates ``pos`` and ``neg`` into the
+(B, K+1) matrix that the usual "cat + cross_entropy" formulation builds: the log-sum-exp over the
+negatives is taken once and combined with the positive by ``logaddexp``.
+
+Notation below: lse is log-sum-exp; means run over anchors i (and negatives k where written).
+
+Use ``get(name, **options)`` for a bound by name (``NAMES`` lists them), or call the functions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = [
+    "NAMES",
+    "BoundResult",
+    "Mine",
+    "dcl",
+    "dclw",
+    "dv",
+    "eqco",
+    "get",
+    "infonce",
+    "js",
+    "nwj",
+    "smile",
+    "split_scores",
+]
+
+
+@dataclass(frozen=True)
+class BoundResult:
+    """What a bound returns.
+
+    loss: scalar tensor to minimise (differentiable with respect to the scores).
+    mi: scalar tensor, the estimate of the mutual information in nats (differentiable, but
+        train on ``loss``).
+    npc: scalar tensor (detached) with the mean negative-positive-coupling multiplier
+        q_B = 1 - softmax weight of the positive among [pos, neg] (Yeh et al. 2021), for the
+        InfoNCE family; ``None`` for the other bounds.
+    """
+
+    loss: Tensor
+    mi: Tensor
+    npc: Tensor | None = None
+
+
+# ----------------------------------------------------------------------------------------------
+# argument checks
+
+
+def _check_scores(pos: Tensor, neg: Tensor) -> tuple[Tensor, Tensor]:
+    """Validate shapes and dtypes; return both as float32 (no copy when already float32)."""
+    if not isinstance(pos, Tensor) or not isinstance(neg, Tensor):
+        raise ValueError("pos and neg must be torch tensors")
+    if pos.dim() != 1:
+        raise ValueError(f"pos must have shape (B,), got shape {tuple(pos.shape)}")
+    if neg.dim() != 2:
+        raise ValueError(f"neg must have shape (B, K), got shape {tuple(neg.shape)}")
+    if neg.shape[0] != pos.shape[0]:
+        raise ValueError(
+            f"pos and neg must have the same B (first dimension), got {pos.shape[0]} and {neg.shape[0]}"
+        )
+    if pos.shape[0] < 1:
+        raise ValueError("B (the number of anchors) must be >= 1, got 0")
+    if neg.shape[1] < 1:
+        raise ValueError(f"K (neg.shape[1], the number of negatives) must be >= 1, got {neg.shape[1]}")
+    if not (pos.is_floating_point() and neg.is_floating_point()):
+        raise ValueError(f"pos and neg must be floating point, got {pos.dtype} and {neg.dtype}")
+    return pos.float(), neg.float()
+
+
+def _check_positive(name: str, value: float) -> float:
+    if isinstance(value, Tensor):
+        value = float(value)
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _log_mean_exp(scores: Tensor) -> Tensor:
+    """log mean exp over all elements, stable."""
+    return torch.logsumexp(scores.reshape(-1), dim=0) - math.log(scores.numel())
+
+
+def _infonce_family(pos: Tensor, neg_lse: Tensor, log_weight: float) -> tuple[Tensor, Tensor]:
+    """Per-anchor loss lse(pos_i, neg_lse_i + log_weight) - pos_i and the mean NPC multiplier."""
+    denominator = torch.logaddexp(pos, neg_lse + log_weight)
+    per_anchor = denominator - pos
+    # q_B = 1 - e^{pos}/(e^{pos} + w * sum e^{neg}) = 1 - exp(-per_anchor)
+    npc = (-torch.expm1(-per_anchor.detach())).mean()
+    return per_anchor.mean(), npc
+
+
+# ----------------------------------------------------------------------------------------------
+# the InfoNCE family
+
+
+def split_scores(scores: Tensor) -> tuple[Tensor, Tensor]:
+    """Split a (B, B) all-pairs score matrix S[i, j] = f(x_i, y_j) into ``(pos, neg)``.
+
+    pos = diag(S), shape (B,); neg[i] = the off-diagonal row S[i, j != i] in order, shape
+    (B, B-1), so K = B - 1. B must be >= 2.
+    """
+    if not isinstance(scores, Tensor) or scores.dim() != 2 or scores.shape[0] != scores.shape[1]:
+        shape = tuple(scores.shape) if isinstance(scores, Tensor) else type(scores).__name__
+        raise ValueError(f"scores must be a square (B, B) tensor, got {shape}")
+    batch = scores.shape[0]
+    if batch < 2:
+        raise ValueError(f"scores must have B >= 2 to leave at least one negative, got B = {batch}")
+    pos = scores.diagonal()
+    # Drop the diagonal without a boolean mask: in the flattened matrix the diagonal sits every
+    # B+1 elements, so rows of length B+1 starting after element 0 end with it.
+    neg = scores.reshape(-1)[1:].reshape(batch - 1, batch + 1)[:, :-1].reshape(batch, batch - 1)
+    return pos, neg
+
+
+def infonce(pos: Tensor, neg: Tensor) -> BoundResult:
+    """InfoNCE (van den Oord et al. 2018, arXiv 1807.03748; Poole et al. 2019, arXiv 1905.06922).
+
+        loss = mean_i [ lse(pos_i, neg_i1, ..., neg_iK) - pos_i ]
+        mi   = log(K + 1) - loss
+
+    A lower bound on I(X; Y) in expectation over the samples, for any critic; it can never exceed
+    log(K + 1) (the loss is >= 0), so with K negatives it is capped at log(K + 1) nats whatever
+    the true MI. Shapes: pos (B,), neg (B, K); loss and mi are scalars.
+    """
+    pos, neg = _check_scores(pos, neg)
+    loss, npc = _infonce_family(pos, torch.logsumexp(neg, dim=1), 0.0)
+    return BoundResult(loss=loss, mi=math.log(neg.shape[1] + 1) - loss, npc=npc)
+
+
+def eqco(pos: Tensor, neg: Tensor, alpha: float) -> BoundResult:
+    """EqCo: InfoNCE with the margin calibrated to the number of negatives (Zhu et al. 2020,
+    arXiv 2010.01929).
+
+        loss = mean_i [ lse(pos_i, neg_ik + log(alpha / K)) - pos_i ]
+             = mean_i [ log(e^{pos_i} + (alpha / K) * sum_k e^{neg_ik}) - pos_i ]
+        mi   = log(alpha + 1) - loss
+
+    In the paper's margin form with similarities s = q.k / tau this is InfoNCE with the margin
+    m = tau * log(alpha / K) subtracted from the positive similarity. Since sum_k e^{neg_ik} is
+    about K * E[e^{neg}], the loss, its gradient and the estimate do not depend on K, only on
+    alpha: the estimate is capped at log(alpha + 1) instead of log(K + 1). At finite K it is an
+    estimate, not a strict bound (it is the InfoNCE bound only when alpha = K, where the two
+    functions are identical). Shapes: pos (B,), neg (B, K); loss and mi are scalars.
+    """
+    alpha = _check_positive("alpha", alpha)
+    pos, neg = _check_scores(pos, neg)
+    num_negatives = neg.shape[1]
+    log_weight = 0.0 if alpha == num_negatives else math.log(alpha / num_negatives)
+    loss, npc = _infonce_family(pos, torch.logsumexp(neg, dim=1), log_weight)
+    return BoundResult(loss=loss, mi=math.log(alpha + 1) - loss, npc=npc)
+
+
+def dcl(pos: Tensor, neg: Tensor) -> BoundResult:
+    """Decoupled contrastive loss (Yeh et al. 2021, arXiv 2110.06848).
+
+        loss = mean_i [ lse_k(neg_ik) - pos_i ]          (the positive left out of the denominator)
+        mi   = log(K) - loss
+
+    ``mi`` is the InfoNCE-style estimate with the positive removed from the denominator: it is
+    not a bound and not capped, and with an unbounded critic the loss has no lower bound (it
+    goes negative and can run away). With a bounded critic (cosine / temperature) it is well
+    posed; negative loss values are then normal. ``npc`` reports InfoNCE's q_B at these scores,
+    the multiplier DCL removes. Shapes: pos (B,), neg (B, K); loss and mi are scalars.
+    """
+    pos, neg = _check_scores(pos, neg)
+    neg_lse = torch.logsumexp(neg, dim=1)
+    loss = (neg_lse - pos).mean()
+    npc = torch.sigmoid((neg_lse - pos).detach()).mean()
+    return BoundResult(loss=loss, mi=math.log(neg.shape[1]) - loss, npc=npc)
+
+
+def dclw(pos: Tensor, neg: Tensor, sigma: float = 0.5, temperature: float = 1.0) -> BoundResult:
+    """Weighted decoupled contrastive loss, DCLW (Yeh et al. 2021, arXiv 2110.06848).
+
+        w_i  = 2 - B * softmax_i(pos_i * temperature / sigma)        (detached, mean_i w_i = 1)
+        loss = mean_i [ lse_k(neg_ik) - w_i * pos_i ]
+        mi   = log(K) - mean_i [ lse_k(neg_ik) - pos_i ]              (the unweighted DCL estimate)
+
+    With vision scores pos = cosine / temperature, pos * temperature / sigma = cosine / sigma is
+    the paper's von Mises-Fisher weighting: easy positives (high similarity) get weight below one,
+    hard ones above. The weight is treated as a constant (no gradient flows through it).
+    ``mi`` is the DCL estimate (not a bound). Shapes: pos (B,), neg (B, K); scalars out.
+    """
+    sigma = _check_positive("sigma", sigma)
+    temperature = _check_positive("temperature", temperature)
+    pos, neg = _check_scores(pos, neg)
+    weight = 2.0 - pos.shape[0] * torch.softmax(pos.detach() * (temperature / sigma), dim=0)
+    neg_lse = torch.logsumexp(neg, dim=1)
+    loss = (neg_lse - weight * pos).mean()
+    unweighted = neg_lse - pos
+    mi = math.log(neg.shape[1]) - unweighted.mean()
+    return BoundResult(loss=loss, mi=mi, npc=torch.sigmoid(unweighted.detach()).mean())
+
+
+# ----------------------------------------------------------------------------------------------
+# the classic variational bounds (Poole et al. 2019, arXiv 1905.06922)
+
+
+def nwj(pos: Tensor, neg: Tensor) -> BoundResult:
+    """NWJ, also called f-MINE or the Nguyen-Wainwright-Jordan bound (Nguyen et al. 2010).
+
+        mi   = mean_i(pos_i) - e^{-1} * mean_ik(e^{neg_ik})
+        loss = -mi
+
+    A lower bound on I(X; Y) for every critic, tight at f = 1 + log p(y|x)/p(y); unbiased in the
+    samples but its variance grows like e^{I}. Not capped. When e^{neg} overflows float32
+    (scores above ~88 plus log(BK)) the value is -inf, never NaN. Shapes: (B,), (B, K) -> scalars.
+    """
+    pos, neg = _check_scores(pos, neg)
+    mi = pos.mean() - torch.exp(_log_mean_exp(neg) - 1.0)
+    return BoundResult(loss=-mi, mi=mi)
+
+
+def dv(pos: Tensor, neg: Tensor) -> BoundResult:
+    """Donsker-Varadhan bound (Donsker & Varadhan 1983; used by MINE, Belghazi et al. 2018).
+
+        mi   = mean_i(pos_i) - log mean_ik(e^{neg_ik})
+        loss = -mi
+
+    The true DV quantity is a lower bound on I(X; Y), tight at f = log p(y|x)/p(y) + c; with the
+    log of a sample mean it is a biased estimate (biased upwards for small batches), not a strict
+    bound. Not capped. Its plain gradient is biased; :class:`Mine` corrects it. Shapes:
+    (B,), (B, K) -> scalars.
+    """
+    pos, neg = _check_scores(pos, neg)
+    mi = pos.mean() - _log_mean_exp(neg)
+    return BoundResult(loss=-mi, mi=mi)
+
+
+class Mine:
+    """MINE (Belghazi et al. 2018, arXiv 1801.04062): the DV value with a bias-corrected gradient.
+
+    The gradient of log mean(e^{neg}) is mean(e^{neg} grad neg) / mean(e^{neg}); MINE replaces the
+    denominator by an exponential moving average of mean(e^{neg}) over the training batches,
+
+        ema_t = (1 - rate) * ema_{t-1} + rate * mean_ik(e^{neg_ik})      (ema_1 = the first batch mean)
+
+    so the returned ``loss`` has the value -DV but the gradient
+    -grad mean(pos) + grad mean(e^{neg}) / ema_t.  ``mi`` is the DV value (see :func:`dv`).
+    The average is kept in log space (no overflow).
+
+    This object holds state: create one per critic being trained, and call ``reset()`` (or create a
+    new object) to forget the average, e.g. when the data distribution changes. Calls with scores
+    that do not require gradients (evaluation) do not update the average.
+    """
+
+    def __init__(self, rate: float = 0.01) -> None:
+        rate = _check_positive("rate", rate)
+        if rate > 1:
+            raise ValueError(f"rate must be in (0, 1], got {rate}")
+        self.rate = rate
+        self.log_average: Tensor | None = None
+
+    def reset(self) -> None:
+        """Forget the moving average; the next training call starts it afresh."""
+        self.log_average = None
+
+    def __call__(self, pos: Tensor, neg: Tensor) -> BoundResult:
+        pos, neg = _check_scores(pos, neg)
+        log_mean = _log_mean_exp(neg)
+        if not neg.requires_grad:
+            mi = pos.mean() - log_mean
+            return BoundResult(loss=-mi, mi=mi)
+        batch_log_mean = log_mean.detach()
+        if self.log_average is None or self.rate == 1:
+            self.log_average = batch_log_mean
+        else:
+            self.log_average = torch.logaddexp(
+                self.log_average + math.log1p(-self.rate), batch_log_mean + math.log(self.rate)
+            )
+        # ratio = mean(e^neg) / ema: value ratio.detach(), gradient grad(mean e^neg) / ema
+        ratio = torch.exp(log_mean - self.log_average)
+        surrogate = ratio - ratio.detach() + log_mean.detach()
+        mi_value = pos.mean() - log_mean
+        loss = -(pos.mean() - surrogate)
+        return BoundResult(loss=loss, mi=mi_value)
+
+
+def js(pos: Tensor, neg: Tensor) -> BoundResult:
+    """Jensen-Shannon (f-GAN) training objective (Nowozin et al. 2016; Poole et al. 2019).
+
+        loss = mean_i softplus(-pos_i) + mean_ik softplus(neg_ik)
+        mi   = mean_i(pos_i) + 1 - mean_ik(e^{neg_ik})
+
+    The loss trains the critic towards f = log p(y|x)/p(y) (a JS-divergence lower bound, not an MI
+    bound); ``mi`` evaluates that critic with the NWJ bound shifted by one (NWJ of f + 1), which is
+    tight at the JS optimum. It is a lower bound for any critic, with high variance at high MI.
+    Shapes: (B,), (B, K) -> scalars.
+    """
+    pos, neg = _check_scores(pos, neg)
+    loss = F.softplus(-pos).mean() + F.softplus(neg).mean()
+    mi = pos.mean() + 1.0 - torch.exp(_log_mean_exp(neg))
+    return BoundResult(loss=loss, mi=mi)
+
+
+def smile(pos: Tensor, neg: Tensor, clip: float = 5.0) -> BoundResult:
+    """SMILE (Song & Ermon 2020, arXiv 1910.06222): the critic is trained with the JS loss and
+    evaluated with a DV estimate whose negative scores are clipped,
+
+        loss = mean_i softplus(-pos_i) + mean_ik softplus(neg_ik)       (as :func:`js`)
+        mi   = mean_i(pos_i) - log mean_ik(e^{clamp(neg_ik, -clip, clip)})
+
+    Clipping trades a small bias for a variance bounded in terms of e^{clip}; it is an estimate,
+    not a bound. As clip goes to infinity it becomes :func:`dv`. Shapes: (B,), (B, K) -> scalars.
+    """
+    clip = _check_positive("clip", clip)
+    pos, neg = _check_scores(pos, neg)
+    loss = F.softplus(-pos).mean() + F.softplus(neg).mean()
+    mi = pos.mean() - _log_mean_exp(neg.clamp(-clip, clip))
+    return BoundResult(loss=loss, mi=mi)
+
+
+# ----------------------------------------------------------------------------------------------
+# registry
+
+_FUNCTIONS: dict[str, Callable[..., BoundResult]] = {
+    "infonce": infonce,
+    "eqco": eqco,
+    "dcl": dcl,
+    "dclw": dclw,
+    "nwj": nwj,
+    "dv": dv,
+    "mine": Mine,
+    "js": js,
+    "smile": smile,
+}
+_OPTIONS: dict[str, tuple[str, ...]] = {
+    "infonce": (),
+    "eqco": ("alpha",),
+    "dcl": (),
+    "dclw": ("sigma", "temperature"),
+    "nwj": (),
+    "dv": (),
+    "mine": ("rate",),
+    "js": (),
+    "smile": ("clip",),
+}
+NAMES: tuple[str, ...] = tuple(_FUNCTIONS)
+"""The names accepted by :func:`get`."""
+
+INFONCE_FAMILY: tuple[str, ...] = ("infonce", "eqco", "dcl", "dclw")
+"""The bounds built from a log-sum-exp over the negatives (the contrastive losses of vision)."""
+
+
+def get(name: str, **options: float) -> Callable[[Tensor, Tensor], BoundResult]:
+    """The bound called ``name`` (one of :data:`NAMES`) as a function ``(pos, neg) -> BoundResult``.
+
+    ``options`` fixes its parameters: ``alpha`` for eqco (required), ``sigma`` and ``temperature``
+    for dclw, ``clip`` for smile, ``rate`` for mine. Every call of ``get("mine")`` returns a new
+    :class:`Mine` with its own moving average. Options a bound does not take are ignored when
+    they are None and rejected otherwise.
+    """
+    if name not in _FUNCTIONS:
+        raise ValueError(f"unknown bound {name!r}; valid names: {', '.join(NAMES)}")
+    allowed = _OPTIONS[name]
+    given = {key: value for key, value in options.items() if value is not None}
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        accepted = ", ".join(allowed) if allowed else "none"
+        raise ValueError(f"bound {name!r} takes no option {', '.join(unknown)}; its options: {accepted}")
+    if name == "eqco" and "alpha" not in given:
+        raise ValueError("bound 'eqco' needs alpha (> 0), e.g. get('eqco', alpha=256)")
+    for key, value in given.items():
+        _check_positive(key, value)
+    function = _FUNCTIONS[name]
+    if name == "mine":
+        return Mine(**given)
+    if not given:
+        return function
+
+    def bound(pos: Tensor, neg: Tensor) -> BoundResult:
+        return function(pos, neg, **given)
+
+    bound.__name__ = name
+    bound.__doc__ = function.__doc__
+    return bound

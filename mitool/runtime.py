@@ -1,0 +1,71 @@
+"""Run-time settings that every entry point shares: torch's thread count sized to the free cores.
+
+On a 2-core machine with one core busy elsewhere, torch's default of one thread per core ran
+5 to 10 times slower than one thread: oversubscribed cores make the threads wait for each other.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+
+__all__ = ["free_cores", "set_threads_to_free_cores"]
+
+
+def _busy_and_total_jiffies() -> tuple[int, int] | None:
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def free_cores(sample_seconds: float = 0.1) -> int:
+    """The number of cores this process may use that are not busy with other work (at least 1).
+
+    Reads the whole machine's busy time over ``sample_seconds`` from /proc/stat (Linux); elsewhere
+    falls back to the 1-minute load average. The cores counted are those of this process's
+    affinity mask (what ``taskset`` or a container allows).
+    """
+    try:
+        allowed = len(os.sched_getaffinity(0))
+    except AttributeError:
+        allowed = os.cpu_count() or 1
+    total_cores = os.cpu_count() or allowed
+    before = _busy_and_total_jiffies()
+    if before is not None:
+        time.sleep(sample_seconds)
+        after = _busy_and_total_jiffies()
+        if after is not None and after[1] > before[1]:
+            busy = total_cores * (after[0] - before[0]) / (after[1] - before[1])
+        else:
+            busy = 0.0
+    else:
+        try:
+            busy = os.getloadavg()[0]
+        except OSError:
+            busy = 0.0
+    return max(1, min(allowed, int(allowed - busy + 0.5)))
+
+
+def set_threads_to_free_cores(maximum: int | None = None) -> int:
+    """Set torch's intra-op thread count to the free cores (or to $MITOOL_THREADS when set),
+    at most ``maximum``; returns the count."""
+    forced = os.environ.get("MITOOL_THREADS")
+    if forced:
+        try:
+            threads = int(forced)
+        except ValueError:
+            raise ValueError(f"MITOOL_THREADS must be a whole number >= 1, got {forced!r}") from None
+        if threads < 1:
+            raise ValueError(f"MITOOL_THREADS must be a whole number >= 1, got {forced!r}")
+    else:
+        threads = free_cores()
+    if maximum is not None:
+        threads = max(1, min(threads, maximum))
+    torch.set_num_threads(threads)
+    return threads
