@@ -84,7 +84,8 @@ class CorrelatedGaussian:
         self.transform = transform
 
     def __repr__(self) -> str:
-        return f"CorrelatedGaussian(dim={self.dim}, mi={self.mi:.4g}, rho={self.rho:.4g}, transform={self.transform})"
+        settings = f"dim={self.dim}, mi={self.mi:.4g}, rho={self.rho:.4g}, transform={self.transform}"
+        return f"CorrelatedGaussian({settings})"
 
     def _apply(self, y: Tensor) -> Tensor:
         return y if self.transform is None else TRANSFORMS[self.transform][0](y)
@@ -156,7 +157,9 @@ class Staircase:
     """A schedule of true-MI stages, e.g. 2, 4, 6, 8, 10 nats for 4000 steps each (the literature's
     protocol, d = 20). ``steps_per_stage`` is one number for every stage or one per stage."""
 
-    def __init__(self, mi_values: Sequence[float] = (2, 4, 6, 8, 10), steps_per_stage: int | Sequence[int] = 4000):
+    def __init__(
+        self, mi_values: Sequence[float] = (2, 4, 6, 8, 10), steps_per_stage: int | Sequence[int] = 4000
+    ):
         values = [float(v) for v in mi_values]
         if not values:
             raise ValueError("mi_values must hold at least one MI value (nats)")
@@ -172,7 +175,8 @@ class Staircase:
         if any(s < 1 for s in steps):
             raise ValueError(f"steps_per_stage must be >= 1, got {steps}")
         self.stages: tuple[Stage, ...] = tuple(
-            Stage(index, value, sum(steps[:index]), count) for index, (value, count) in enumerate(zip(values, steps))
+            Stage(index, value, sum(steps[:index]), count)
+            for index, (value, count) in enumerate(zip(values, steps, strict=True))
         )
 
     @property

@@ -1,0 +1,336 @@
+"""mitool.bounds against plain float64 implementations written independently here (numpy/scipy),
+and the algebraic identities between the bounds."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from scipy.special import logsumexp, softmax
+
+from mitool import bounds
+
+
+def random_scores(
+    batch: int, negatives: int, scale: float = 3.0, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    pos = torch.randn(batch, generator=generator) * scale + 1.0
+    neg = torch.randn(batch, negatives, generator=generator) * scale
+    return pos, neg
+
+
+# -- plain references, float64, written from the formulas in the issue ------------------------
+
+
+def reference(name: str, pos: np.ndarray, neg: np.ndarray, **options: float) -> tuple[float, float]:
+    pos = pos.astype(np.float64)
+    neg = neg.astype(np.float64)
+    batch, negatives = neg.shape
+    log_mean_exp_neg = logsumexp(neg) - math.log(neg.size)
+    if name == "infonce":
+        loss = np.mean([logsumexp(np.concatenate([[pos[i]], neg[i]])) - pos[i] for i in range(batch)])
+        return loss, math.log(negatives + 1) - loss
+    if name == "eqco":
+        alpha = options["alpha"]
+        loss = np.mean(
+            [
+                logsumexp(np.concatenate([[pos[i]], neg[i] + math.log(alpha / negatives)])) - pos[i]
+                for i in range(batch)
+            ]
+        )
+        return loss, math.log(alpha + 1) - loss
+    if name == "dcl":
+        loss = np.mean(logsumexp(neg, axis=1) - pos)
+        return loss, math.log(negatives) - loss
+    if name == "dclw":
+        weight = 2 - batch * softmax(pos * options["temperature"] / options["sigma"])
+        loss = np.mean(logsumexp(neg, axis=1) - weight * pos)
+        return loss, math.log(negatives) - np.mean(logsumexp(neg, axis=1) - pos)
+    if name == "nwj":
+        mi = pos.mean() - math.exp(-1) * np.exp(neg).mean()
+        return -mi, mi
+    if name == "dv":
+        mi = pos.mean() - log_mean_exp_neg
+        return -mi, mi
+    if name == "js":
+        softplus = np.logaddexp(0.0, -pos).mean() + np.logaddexp(0.0, neg).mean()
+        return softplus, pos.mean() + 1 - np.exp(neg).mean()
+    if name == "smile":
+        clip = options["clip"]
+        softplus = np.logaddexp(0.0, -pos).mean() + np.logaddexp(0.0, neg).mean()
+        clipped = np.clip(neg, -clip, clip)
+        return softplus, pos.mean() - (logsumexp(clipped) - math.log(neg.size))
+    raise AssertionError(name)
+
+
+CASES = [
+    ("infonce", {}),
+    ("eqco", {"alpha": 37.0}),
+    ("eqco", {"alpha": 4096.0}),
+    ("dcl", {}),
+    ("dclw", {"sigma": 0.5, "temperature": 0.2}),
+    ("nwj", {}),
+    ("dv", {}),
+    ("js", {}),
+    ("smile", {"clip": 5.0}),
+    ("smile", {"clip": 0.7}),
+]
+
+
+@pytest.mark.parametrize(("name", "options"), CASES)
+@pytest.mark.parametrize(("batch", "negatives"), [(1, 1), (7, 1), (16, 5), (33, 200)])
+def test_formula_matches_plain_float64(name: str, options: dict, batch: int, negatives: int) -> None:
+    pos, neg = random_scores(batch, negatives, scale=2.0, seed=batch * 1000 + negatives)
+    result = bounds.get(name, **options)(pos, neg)
+    expected_loss, expected_mi = reference(name, pos.numpy(), neg.numpy(), **options)
+    assert result.loss.dtype == torch.float32 and result.loss.dim() == 0
+    assert result.loss.item() == pytest.approx(expected_loss, rel=1e-5, abs=1e-5)
+    assert result.mi.item() == pytest.approx(expected_mi, rel=1e-5, abs=1e-5)
+
+
+@pytest.mark.parametrize("name", ["infonce", "eqco", "dcl", "dclw", "dv", "smile"])
+def test_large_scores_and_many_negatives_are_finite_and_exact(name: str) -> None:
+    """K = 65536 with scores of magnitude 1e3: no overflow, no NaN, and still the exact value."""
+    generator = torch.Generator().manual_seed(1)
+    pos = (torch.rand(4, generator=generator) * 2 - 1) * 1000
+    neg = (torch.rand(4, 65536, generator=generator) * 2 - 1) * 1000
+    options = {"eqco": {"alpha": 256.0}, "dclw": {"sigma": 0.5, "temperature": 0.2}, "smile": {"clip": 5.0}}
+    pos.requires_grad_(True)
+    neg.requires_grad_(True)
+    result = bounds.get(name, **options.get(name, {}))(pos, neg)
+    result.loss.backward()
+    assert torch.isfinite(result.loss) and torch.isfinite(result.mi)
+    assert torch.isfinite(pos.grad).all() and torch.isfinite(neg.grad).all()
+    expected_loss, expected_mi = reference(
+        name, pos.detach().numpy(), neg.detach().numpy(), **options.get(name, {})
+    )
+    assert result.loss.item() == pytest.approx(expected_loss, rel=1e-5, abs=1e-3)
+    assert result.mi.item() == pytest.approx(expected_mi, rel=1e-5, abs=1e-3)
+
+
+def test_large_batch_all_pairs_is_finite() -> None:
+    """B = 4096 (K = 4095 from the all-pairs matrix) with scores of magnitude 1e3."""
+    generator = torch.Generator().manual_seed(2)
+    scores = ((torch.rand(4096, 4096, generator=generator) * 2 - 1) * 1000).requires_grad_(True)
+    pos, neg = bounds.split_scores(scores)
+    for name in ("infonce", "dcl"):
+        result = bounds.get(name)(pos, neg)
+        (grad,) = torch.autograd.grad(result.loss, scores)
+        assert torch.isfinite(result.loss) and torch.isfinite(grad).all()
+        # the softmax weights of a row sum to one: sum_j |d loss / d S_ij| over the negatives of row i
+        # equals |d loss / d S_ii| for infonce, and 1/B for dcl
+        off_diagonal = grad.detach().abs().sum(1) - grad.detach().diagonal().abs()
+        if name == "infonce":
+            assert torch.allclose(off_diagonal, grad.detach().diagonal().abs(), atol=1e-7)
+        else:
+            assert torch.allclose(off_diagonal, torch.full((4096,), 1 / 4096), rtol=1e-4)
+
+
+def test_nwj_and_js_overflow_to_minus_infinity_not_nan() -> None:
+    pos = torch.tensor([1000.0, -1000.0])
+    neg = torch.tensor([[1000.0, -1000.0], [0.0, 1.0]], requires_grad=True)
+    for function in (bounds.nwj, bounds.js):
+        result = function(pos, neg)
+        assert result.mi.item() == -math.inf
+        assert not torch.isnan(result.loss)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("name", ["infonce", "eqco", "dcl", "dv", "smile"])
+def test_low_precision_inputs_are_computed_in_float32(name: str, dtype: torch.dtype) -> None:
+    pos, neg = random_scores(64, 4096, scale=20.0, seed=3)
+    pos_low, neg_low = pos.to(dtype), neg.to(dtype)
+    options = {"alpha": 256.0} if name == "eqco" else {}
+    result = bounds.get(name, **options)(pos_low, neg_low)
+    assert result.loss.dtype == torch.float32
+    # the same (rounded) values in float32 give the same number: no low-precision arithmetic inside
+    exact = bounds.get(name, **options)(pos_low.float(), neg_low.float())
+    assert result.loss.item() == pytest.approx(exact.loss.item(), rel=1e-6, abs=1e-6)
+    pos_low.requires_grad_(True)
+    bounds.get(name, **options)(pos_low, neg_low).loss.backward()
+    assert pos_low.grad.dtype == dtype and torch.isfinite(pos_low.grad.float()).all()
+
+
+def test_under_cpu_autocast_the_bound_stays_float32() -> None:
+    generator = torch.Generator().manual_seed(4)
+    query = torch.nn.functional.normalize(torch.randn(32, 16, generator=generator), dim=1)
+    keys = torch.nn.functional.normalize(torch.randn(32, 16, generator=generator), dim=1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        scores = query @ keys.T / 0.07
+        assert scores.dtype == torch.bfloat16
+        result = bounds.infonce(*bounds.split_scores(scores))
+    assert result.loss.dtype == torch.float32
+    plain = bounds.infonce(*bounds.split_scores(scores.float()))
+    assert result.loss.item() == pytest.approx(plain.loss.item(), rel=1e-6)
+
+
+# -- identities ---------------------------------------------------------------------------------
+
+
+def test_eqco_with_alpha_equal_to_k_is_infonce_exactly() -> None:
+    pos, neg = random_scores(50, 64, seed=5)
+    plain = bounds.infonce(pos, neg)
+    calibrated = bounds.eqco(pos, neg, alpha=64)
+    assert torch.equal(plain.loss, calibrated.loss) and torch.equal(plain.mi, calibrated.mi)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 16.0, 65536.0])
+def test_eqco_margin_form_equals_alpha_over_k_form(alpha: float) -> None:
+    """The paper's margin form: cross-entropy with label 0 over [s_0 - m/tau, s_1..s_K] where
+    m = tau * log(alpha / K), written with the usual concatenation."""
+    temperature = 0.2
+    generator = torch.Generator().manual_seed(6)
+    similarity_pos = torch.rand(40, generator=generator) * 2 - 1
+    similarity_neg = torch.rand(40, 128, generator=generator) * 2 - 1
+    margin = temperature * math.log(alpha / 128)
+    logits = torch.cat([(similarity_pos - margin)[:, None], similarity_neg], dim=1) / temperature
+    margin_loss = F.cross_entropy(logits, torch.zeros(40, dtype=torch.long))
+    result = bounds.eqco(similarity_pos / temperature, similarity_neg / temperature, alpha=alpha)
+    assert result.loss.item() == pytest.approx(margin_loss.item(), rel=1e-6)
+
+
+def test_infonce_equals_cross_entropy_with_label_zero() -> None:
+    pos, neg = random_scores(30, 300, seed=7)
+    logits = torch.cat([pos[:, None], neg], dim=1)
+    assert bounds.infonce(pos, neg).loss.item() == pytest.approx(
+        F.cross_entropy(logits, torch.zeros(30, dtype=torch.long)).item(), rel=1e-6
+    )
+
+
+def test_dcl_is_infonce_without_the_positive_in_the_denominator() -> None:
+    pos, neg = random_scores(30, 50, seed=8)
+    with_positive = bounds.infonce(pos, neg).loss
+    without = bounds.dcl(pos, neg).loss
+    # -log e^{pos} / sum_k e^{neg_k}, written with the concatenation and a masked positive
+    logits = torch.cat([pos[:, None], neg], dim=1)
+    masked = logits.clone()
+    masked[:, 0] = -math.inf
+    plain = (torch.logsumexp(masked, dim=1) - pos).mean()
+    assert without.item() == pytest.approx(plain.item(), rel=1e-6)
+    assert with_positive.item() > without.item()  # the positive only ever adds to the denominator
+
+
+def test_dclw_weight_is_detached_and_averages_to_one() -> None:
+    pos, neg = random_scores(12, 9, seed=9)
+    pos.requires_grad_(True)
+    bounds.dclw(pos, neg, sigma=0.5, temperature=0.1).loss.backward()
+    weight = 2 - 12 * torch.softmax(pos.detach() * 0.1 / 0.5, dim=0)
+    assert weight.mean().item() == pytest.approx(1.0, abs=1e-6)
+    assert torch.allclose(pos.grad, -weight / 12, atol=1e-7)
+
+
+def test_npc_multiplier_is_one_minus_positive_softmax_weight() -> None:
+    pos, neg = random_scores(20, 10, seed=10)
+    logits = torch.cat([pos[:, None], neg], dim=1)
+    expected = (1 - torch.softmax(logits, dim=1)[:, 0]).mean()
+    assert bounds.infonce(pos, neg).npc.item() == pytest.approx(expected.item(), rel=1e-5)
+    assert bounds.dcl(pos, neg).npc.item() == pytest.approx(expected.item(), rel=1e-5)
+    assert bounds.dv(pos, neg).npc is None
+
+
+def test_infonce_gradient_identity() -> None:
+    """For the InfoNCE family, the softmax weights of the negatives of anchor i sum to 1 - p_0."""
+    pos, neg = random_scores(25, 40, seed=11)
+    pos.requires_grad_(True)
+    neg.requires_grad_(True)
+    bounds.eqco(pos, neg, alpha=10).loss.backward()
+    assert torch.allclose(neg.grad.sum(1), -pos.grad, atol=1e-7)
+
+
+def test_mine_value_is_dv_and_gradient_uses_moving_average() -> None:
+    pos1, neg1 = random_scores(16, 8, scale=1.0, seed=12)
+    pos2, neg2 = random_scores(16, 8, scale=1.0, seed=13)
+    mine = bounds.Mine(rate=0.25)
+    first = mine(pos1.requires_grad_(True), neg1.requires_grad_(True))
+    first.loss.backward()
+    dv_first = bounds.dv(pos1.detach(), neg1.detach())
+    assert first.loss.item() == pytest.approx(dv_first.loss.item(), rel=1e-6)
+    # on the first batch the average is the batch mean: the plain DV gradient
+    neg_copy = neg1.detach().clone().requires_grad_(True)
+    bounds.dv(pos1.detach(), neg_copy).loss.backward()
+    assert torch.allclose(neg1.grad, neg_copy.grad, atol=1e-7)
+
+    second = mine(pos2.requires_grad_(True), neg2.requires_grad_(True))
+    second.loss.backward()
+    assert second.mi.item() == pytest.approx(bounds.dv(pos2.detach(), neg2.detach()).mi.item(), rel=1e-6)
+    average = (
+        0.75 * np.exp(neg1.detach().numpy().astype(np.float64)).mean()
+        + 0.25 * np.exp(neg2.detach().numpy().astype(np.float64)).mean()
+    )
+    expected_grad = np.exp(neg2.detach().numpy().astype(np.float64)) / (neg2.numel() * average)
+    assert np.allclose(neg2.grad.numpy(), expected_grad, rtol=1e-5)
+    assert math.exp(mine.log_average.item()) == pytest.approx(average, rel=1e-5)
+
+    mine.reset()
+    assert mine.log_average is None
+    # evaluation without gradients does not move the average
+    mine(pos1.detach(), neg1.detach())
+    assert mine.log_average is None
+
+
+def test_bounds_work_under_vmap_for_stacked_runs() -> None:
+    """Vectorised toy training maps the bounds over a leading run dimension."""
+    pos, neg = random_scores(8 * 5, 6, seed=14)
+    pos, neg = pos.view(5, 8), neg.view(5, 8, 6)
+    for name, options in CASES:
+        if name == "mine":
+            continue
+        function = bounds.get(name, **options)
+        mapped = torch.func.vmap(lambda p, n, f=function: f(p, n).mi)(pos, neg)
+        looped = torch.stack([function(pos[r], neg[r]).mi for r in range(5)])
+        assert torch.allclose(mapped, looped, atol=1e-6), name
+
+
+# -- split_scores and the registry --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("batch", [2, 3, 10])
+def test_split_scores_against_mask(batch: int) -> None:
+    scores = torch.arange(batch * batch, dtype=torch.float32).view(batch, batch)
+    pos, neg = bounds.split_scores(scores)
+    mask = ~torch.eye(batch, dtype=torch.bool)
+    assert torch.equal(pos, scores.diagonal())
+    assert torch.equal(neg, scores[mask].view(batch, batch - 1))
+
+
+def test_registry_names_and_errors() -> None:
+    assert set(bounds.NAMES) == {"infonce", "eqco", "dcl", "dclw", "nwj", "dv", "mine", "js", "smile"}
+    with pytest.raises(ValueError, match="valid names: infonce, eqco"):
+        bounds.get("infonc")
+    with pytest.raises(ValueError, match="alpha"):
+        bounds.get("eqco")
+    with pytest.raises(ValueError, match="takes no option alpha"):
+        bounds.get("infonce", alpha=3.0)
+    assert bounds.get("infonce", alpha=None) is bounds.infonce
+    first, second = bounds.get("mine"), bounds.get("mine")
+    assert isinstance(first, bounds.Mine) and first is not second
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: bounds.infonce(torch.zeros(3, 1), torch.zeros(3, 4)), "pos must have shape"),
+        (lambda: bounds.infonce(torch.zeros(3), torch.zeros(3)), "neg must have shape"),
+        (lambda: bounds.infonce(torch.zeros(3), torch.zeros(4, 2)), "same B"),
+        (lambda: bounds.infonce(torch.zeros(3), torch.zeros(3, 0)), "K .* >= 1"),
+        (
+            lambda: bounds.dv(torch.zeros(3, dtype=torch.long), torch.zeros(3, 2, dtype=torch.long)),
+            "floating",
+        ),
+        (lambda: bounds.eqco(torch.zeros(3), torch.zeros(3, 2), alpha=0), "alpha must be"),
+        (lambda: bounds.eqco(torch.zeros(3), torch.zeros(3, 2), alpha=-1), "alpha must be"),
+        (lambda: bounds.dclw(torch.zeros(3), torch.zeros(3, 2), sigma=0), "sigma must be"),
+        (lambda: bounds.dclw(torch.zeros(3), torch.zeros(3, 2), temperature=-1), "temperature must be"),
+        (lambda: bounds.smile(torch.zeros(3), torch.zeros(3, 2), clip=0), "clip must be"),
+        (lambda: bounds.Mine(rate=1.5), "rate must be"),
+        (lambda: bounds.split_scores(torch.zeros(3, 4)), "square"),
+        (lambda: bounds.split_scores(torch.zeros(1, 1)), "B >= 2"),
+    ],
+)
+def test_bad_arguments_raise_value_error_naming_them(call, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()
