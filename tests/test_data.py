@@ -1,0 +1,258 @@
+"""Datasets, loaders and unreadable-image handling of vision.data."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from vision.augment import eval_transform, two_view_transform
+from vision.data import (
+    DATASETS,
+    FASHION_MNIST_DIR,
+    SkippedImages,
+    UnreadableImagesWarning,
+    dataset_info,
+    load_dataset,
+    make_loader,
+    read_idx,
+)
+
+FASHION_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte")
+FASHION_INSTALLED = all(
+    os.path.isfile(os.path.join(FASHION_MNIST_DIR, stem + ".gz"))
+    or os.path.isfile(os.path.join(FASHION_MNIST_DIR, stem))
+    for stem in FASHION_FILES
+)
+
+
+def write_idx(path: str, array: np.ndarray, compress: bool) -> None:
+    """An IDX file written independently of read_idx: magic 0x0000 08 ndim, big-endian sizes."""
+    header = bytes([0, 0, 8, array.ndim]) + b"".join(int(n).to_bytes(4, "big") for n in array.shape)
+    content = header + array.astype(np.uint8).tobytes()
+    with (gzip.open if compress else open)(path, "wb") as file:
+        file.write(content)
+
+
+def make_image_folder(root, per_class: int = 3, classes: tuple[str, ...] = ("cat", "dog"), size=(40, 30)):
+    """root/train/<class>/<i>.jpg|png and root/val/... with a distinct colour per class."""
+    for split in ("train", "val"):
+        for class_index, class_name in enumerate(classes):
+            folder = root / split / class_name
+            folder.mkdir(parents=True)
+            for i in range(per_class):
+                colour = (80 * class_index + 20 * i, 100, 50)
+                extension = "png" if i % 2 else "jpg"
+                Image.new("RGB", size, colour).save(folder / f"{i}.{extension}")
+    return root
+
+
+# ----------------------------------------------------------------------------------------------
+# info and errors
+
+
+def test_dataset_info_for_every_name():
+    for name in DATASETS:
+        info = dataset_info(name)
+        assert len(info.mean) == len(info.std) == info.channels
+    assert dataset_info("imagefolder").image_size == 224
+    assert dataset_info("fashion-mnist").channels == 1
+    assert dataset_info("synthetic", num_classes=4, channels=1, image_size=16).num_classes == 4
+    with pytest.raises(ValueError, match="dataset must be one of imagefolder"):
+        dataset_info("imagenet")
+
+
+def test_bad_names_and_options_are_one_line_errors(tmp_path):
+    with pytest.raises(ValueError, match="dataset must be one of"):
+        load_dataset("mnist", "train")
+    with pytest.raises(ValueError, match="split must be one of train, test"):
+        load_dataset("synthetic", "val")
+    with pytest.raises(ValueError, match="unknown synthetic option 'colours'"):
+        load_dataset("synthetic", "train", colours=3)
+    with pytest.raises(ValueError, match="channels must be 1 or 3"):
+        load_dataset("synthetic", "train", channels=2)
+    with pytest.raises(ValueError, match="needs data_dir"):
+        load_dataset("imagefolder", "train")
+    with pytest.raises(FileNotFoundError, match="cifar10 root directory not found"):
+        load_dataset("cifar10", "train", data_dir=tmp_path / "nothing")
+    with pytest.raises(FileNotFoundError, match="stl10 not found or corrupted"):
+        load_dataset("stl10", "train", data_dir=tmp_path)
+
+
+def test_missing_and_empty_image_folders(tmp_path):
+    with pytest.raises(FileNotFoundError, match="data directory not found"):
+        load_dataset("imagefolder", "train", data_dir=tmp_path / "missing")
+    with pytest.raises(FileNotFoundError, match="split 'test' not found"):
+        (tmp_path / "train").mkdir()
+        load_dataset("imagefolder", "test", data_dir=tmp_path)
+    with pytest.raises(ValueError, match="has no class folders"):
+        load_dataset("imagefolder", "train", data_dir=tmp_path)
+    (tmp_path / "train" / "cat").mkdir()
+    (tmp_path / "train" / "cat" / "notes.txt").write_text("not an image")
+    with pytest.raises(ValueError, match="has no images"):
+        load_dataset("imagefolder", "train", data_dir=tmp_path)
+
+
+# ----------------------------------------------------------------------------------------------
+# datasets
+
+
+def test_synthetic_is_deterministic_shaped_and_learnable():
+    dataset = load_dataset("synthetic", "train", size=60, image_size=16, num_classes=3, seed=5)
+    again = load_dataset("synthetic", "train", size=60, image_size=16, num_classes=3, seed=5)
+    other_split = load_dataset("synthetic", "test", size=60, image_size=16, num_classes=3, seed=5)
+    assert len(dataset) == 60
+    image, label = dataset[7]
+    assert image.size == (16, 16) and image.mode == "RGB" and label == 7 % 3
+    assert np.array_equal(np.asarray(image), np.asarray(again[7][0]))
+    assert not np.array_equal(np.asarray(image), np.asarray(other_split[7][0]))
+    gray = load_dataset("synthetic", "train", size=4, channels=1)[0][0]
+    assert gray.mode == "L"
+    # learnable: a nearest-class-mean classifier on the pixels beats chance (1/3) clearly
+    pixels = np.stack([np.asarray(dataset[i][0], dtype=np.float32).ravel() for i in range(60)])
+    labels = np.arange(60) % 3
+    spectra = np.abs(np.fft.rfft2(pixels.reshape(60, 16, 16, 3).mean(-1))).reshape(60, -1)
+    means = np.stack([spectra[labels == c][:10].mean(0) for c in range(3)])
+    predicted = np.argmin(((spectra[:, None, :] - means[None]) ** 2).sum(-1), axis=1)
+    assert (predicted[30:] == labels[30:]).mean() > 0.8
+
+
+def test_fashion_mnist_matches_the_idx_headers():
+    if not FASHION_INSTALLED:
+        pytest.skip(
+            "install the Debian package dataset-fashion-mnist (apt-get install dataset-fashion-mnist)"
+        )
+    train = load_dataset("fashion-mnist", "train")
+    test = load_dataset("fashion-mnist", "test")
+    assert (len(train), len(test)) == (60000, 10000)
+    image, label = train[0]
+    assert image.size == (28, 28) and image.mode == "L" and 0 <= label < 10
+    with gzip.open(os.path.join(FASHION_MNIST_DIR, "train-labels-idx1-ubyte.gz")) as file:
+        raw = file.read()
+    assert int.from_bytes(raw[4:8], "big") == 60000
+    assert [train[i][1] for i in range(5)] == list(raw[8:13])
+    assert sorted(set(int(v) for v in test.labels)) == list(range(10))
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_fashion_mnist_reads_plain_and_gzipped_idx(tmp_path, compress):
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(5, 28, 28), dtype=np.uint8)
+    labels = np.array([3, 1, 4, 1, 5], dtype=np.uint8)
+    suffix = ".gz" if compress else ""
+    write_idx(str(tmp_path / f"t10k-images-idx3-ubyte{suffix}"), images, compress)
+    write_idx(str(tmp_path / f"t10k-labels-idx1-ubyte{suffix}"), labels, compress)
+    dataset = load_dataset("fashion-mnist", "test", data_dir=tmp_path)
+    assert len(dataset) == 5 and dataset[2][1] == 4
+    assert np.array_equal(np.asarray(dataset[3][0]), images[3])
+    with pytest.raises(FileNotFoundError, match="train-images-idx3-ubyte"):
+        load_dataset("fashion-mnist", "train", data_dir=tmp_path)
+    truncated = tmp_path / "short-idx"
+    truncated.write_bytes(bytes([0, 0, 8, 1, 0, 0, 0, 9, 1, 2]))
+    with pytest.raises(ValueError, match="truncated"):
+        read_idx(str(truncated))
+
+
+def test_image_folder_labels_and_splits(tmp_path):
+    make_image_folder(tmp_path, per_class=3)
+    train = load_dataset("imagefolder", "train", data_dir=tmp_path)
+    test = load_dataset("imagefolder", "test", data_dir=tmp_path)
+    assert train.classes == ["cat", "dog"] and len(train) == 6 and len(test) == 6
+    assert [label for _, label in train.samples] == [0, 0, 0, 1, 1, 1]
+    image, label = train[4]
+    assert image.mode == "RGB" and image.size == (40, 30) and label == 1
+    assert np.asarray(image)[0, 0, 0] == pytest.approx(80 + 20, abs=3)  # class 1, image 1 (PNG: exact)
+    assert dataset_info("imagefolder", data_dir=tmp_path).num_classes == 2
+
+
+# ----------------------------------------------------------------------------------------------
+# loaders
+
+
+def test_loader_two_views_order_and_determinism():
+    info = dataset_info("synthetic", image_size=16)
+    dataset = load_dataset(
+        "synthetic", "train", transform=two_view_transform(info, 16), size=20, image_size=16
+    )
+    loader = make_loader(dataset, batch_size=8, shuffle=True, num_workers=0, seed=3, drop_last=True)
+    batches = list(loader)
+    assert len(batches) == 2
+    (view_1, view_2), labels, skipped = batches[0]
+    assert view_1.shape == view_2.shape == (8, 3, 16, 16) and skipped == []
+    assert not torch.equal(view_1, view_2)
+    order = [label for _, labels, _ in batches for label in labels.tolist()]
+    again = make_loader(dataset, batch_size=8, shuffle=True, num_workers=0, seed=3, drop_last=True)
+    assert [label for _, labels, _ in again for label in labels.tolist()] == order
+    loader.set_epoch(1)
+    epoch_1 = [label for _, labels, _ in loader for label in labels.tolist()]
+    resumed = make_loader(dataset, 8, True, 0, 3, True, epoch=1)
+    assert [label for _, labels, _ in resumed for label in labels.tolist()] == epoch_1
+    plain = make_loader(dataset, batch_size=20, shuffle=False, num_workers=0, seed=0, drop_last=False)
+    assert next(iter(plain))[1].tolist() == [i % 10 for i in range(20)]
+
+
+def test_distributed_loader_uses_the_seeded_distributed_sampler(tmp_path):
+    import torch.distributed as dist
+
+    info = dataset_info("synthetic", image_size=8)
+    dataset = load_dataset("synthetic", "train", transform=eval_transform(info, 8), size=12, image_size=8)
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        loader = make_loader(
+            dataset, 6, shuffle=True, num_workers=0, seed=1, drop_last=False, distributed=True, epoch=2
+        )
+        order = [label for _, labels, _ in loader for label in labels.tolist()]
+    finally:
+        dist.destroy_process_group()
+    assert isinstance(loader.sampler, torch.utils.data.DistributedSampler) and loader.sampler.epoch == 2
+    expected = torch.utils.data.DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True, seed=1)
+    expected.set_epoch(2)
+    assert order == [index % 10 for index in expected]
+    expected.set_epoch(0)
+    assert order != [index % 10 for index in expected]
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_corrupt_jpeg_is_skipped_and_counted(tmp_path, num_workers):
+    make_image_folder(tmp_path, per_class=4)
+    good = (tmp_path / "train" / "dog" / "0.jpg").read_bytes()
+    (tmp_path / "train" / "dog" / "broken.jpg").write_bytes(good[: len(good) // 2])  # truncated
+    (tmp_path / "train" / "cat" / "junk.jpg").write_bytes(b"this is not a jpeg")
+    info = dataset_info("imagefolder", data_dir=tmp_path)
+    dataset = load_dataset("imagefolder", "train", data_dir=tmp_path, transform=eval_transform(info, 16))
+    loader = make_loader(
+        dataset, batch_size=4, shuffle=True, num_workers=num_workers, seed=0, drop_last=False
+    )
+    skipped_images = SkippedImages()
+    seen = 0
+    for inputs, labels, skipped in loader:
+        assert inputs.shape[0] == labels.shape[0]
+        seen += labels.shape[0]
+        skipped_images.add(skipped)
+    assert seen == 8 and skipped_images.count == 2
+    with pytest.warns(UnreadableImagesWarning, match=r"skipped 2 unreadable images: .*(broken|junk)\.jpg"):
+        skipped_images.report()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert skipped_images.report() is None  # already reported: no second warning
+
+
+def test_batch_of_only_unreadable_images_is_carried_over(tmp_path):
+    folder = tmp_path / "train" / "a"
+    folder.mkdir(parents=True)
+    for i in range(3):
+        (folder / f"bad{i}.jpg").write_bytes(b"\xff\xd8\xff broken")
+    Image.new("RGB", (8, 8)).save(folder / "good.png")
+    dataset = load_dataset(
+        "imagefolder", "train", data_dir=tmp_path, transform=eval_transform(dataset_info("imagefolder"), 8)
+    )
+    batches = list(make_loader(dataset, batch_size=2, shuffle=False, num_workers=0, seed=0, drop_last=False))
+    assert len(batches) == 1  # [bad0, bad1] were all unreadable: carried into [bad2, good]
+    inputs, labels, skipped = batches[0]
+    assert inputs.shape == (1, 3, 8, 8) and sorted(skipped) == ["a/bad0.jpg", "a/bad1.jpg", "a/bad2.jpg"]
