@@ -1,0 +1,278 @@
+"""The InfoNCE family computed from embeddings, chunk by chunk, without the (B, K+1) logits matrix.
+
+Contrastive pretraining scores a query q_i against its positive key k_i and K negative keys n_k
+(MoCo's queue, or the other samples of the batch) with the cosine-style similarity over a
+temperature tau, then feeds the scores to a bound of :mod:`mitool.bounds`:
+
+    pos_i  = q_i . k_i / tau                                  shape (B,)
+    neg_ik = q_i . n_k / tau        (shared negatives)        shape (B, K)
+    neg_ik = q_i . n_ik / tau       (per-query negatives)
+
+Every bound of the family (infonce, eqco, dcl, dclw) depends on the negatives only through the
+per-anchor log-sum-exp lse_i = log sum_k e^{neg_ik}. :func:`contrastive_bound` computes lse_i
+with an autograd function, :class:`NegativeLogSumExp`, that
+
+* folds 1/tau into q once (a (B, d) product) instead of dividing the (B, K) scores;
+* takes the scores in chunks of ``chunk_size`` negatives and combines the chunks' log-sum-exps
+  (an online log-sum-exp), so no (B, K) score matrix and no (B, K+1) concatenation is built;
+* keeps for the backward pass either the softmax weights of each chunk (one (B, K) buffer in all,
+  what autograd of ``torch.logsumexp`` keeps too; ``recompute=False``, the fastest) or nothing of
+  size (B, K) at all (``recompute=True``: the backward recomputes each chunk's scores, one more
+  matrix product, and the memory stays O(B * chunk_size)).
+
+The gradient of lse_i is the softmax p_ik = e^{neg_ik - lse_i}; with g_i = d loss / d lse_i,
+
+    d loss / d q_i = (1/tau) sum_k g_i p_ik n_k          d loss / d n_k = (1/tau) sum_i g_i p_ik q_i
+
+which the backward pass computes as two matrix products per chunk, with the row factor g_i
+applied to the (B, d) operands rather than to the (B, chunk) weights.
+
+The bound itself (the per-anchor formula, the estimate and the NPC multiplier) comes from
+:mod:`mitool.bounds`, evaluated on the reduced quantities (pos, lse): see
+:func:`bound_from_negative_logsumexp`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from mitool import bounds
+from mitool.bounds import BoundResult
+
+__all__ = ["DEFAULT_CHUNK_SIZE", "NegativeLogSumExp", "bound_from_negative_logsumexp", "contrastive_bound"]
+
+DEFAULT_CHUNK_SIZE = 4096
+"""Negatives per chunk: (B, 4096) fp32 scores of a 256-query batch are 4 MiB."""
+
+_SMALLEST_SAFE_WEIGHT = 1e-30
+"""Below this a softmax weight has lost relative precision (float32 denormals start at 1.2e-38)."""
+
+FUSED_BOUNDS: tuple[str, ...] = bounds.INFONCE_FAMILY
+
+
+# ----------------------------------------------------------------------------------------------
+# the bound from (pos, lse of the negatives)
+#
+# NOTE for the lead (mitool/bounds.py): this is a private bridge until mitool.bounds offers
+# ``from_negative_logsumexp(name, pos, neg_lse, num_negatives, **options)``. It evaluates the
+# public bound functions on a one-column "negatives" matrix that carries the reduced quantity,
+# so no loss formula is written here.
+
+
+def bound_from_negative_logsumexp(
+    name: str,
+    pos: Tensor,
+    neg_lse: Tensor,
+    num_negatives: int,
+    alpha: float | None = None,
+    sigma: float = 0.5,
+    temperature: float = 1.0,
+) -> BoundResult:
+    """The bound ``name`` of the InfoNCE family from pos (B,) and lse_i = log sum_k e^{neg_ik} (B,).
+
+    Equal to ``bounds.get(name, ...)(pos, neg)`` for any neg (B, K) with logsumexp(neg, 1) = neg_lse
+    and K = ``num_negatives``. How each bound is reached from mitool.bounds:
+
+    * eqco(alpha) and infonce (= eqco with alpha = K): a single negative column holding the
+      log-mean-exp lse_i - log K gives eqco's log(e^{pos} + (alpha/K) sum_k e^{neg}) exactly, and
+      the estimate log(alpha + 1) - loss does not depend on K;
+    * dcl and dclw: a single column holding lse_i gives the loss and NPC exactly; the estimate
+      log(K') - loss of a one-column call is raised by log K to the K-negative value.
+    """
+    if name not in FUSED_BOUNDS:
+        raise ValueError(f"bound must be one of {', '.join(FUSED_BOUNDS)}, got {name!r}")
+    log_negatives = math.log(num_negatives)
+    if name in ("infonce", "eqco"):
+        weight = float(num_negatives) if name == "infonce" else alpha
+        if weight is None:
+            raise ValueError("bound 'eqco' needs alpha (> 0)")
+        return bounds.eqco(pos, (neg_lse - log_negatives).unsqueeze(1), alpha=weight)
+    if name == "dcl":
+        result = bounds.dcl(pos, neg_lse.unsqueeze(1))
+    else:
+        result = bounds.dclw(pos, neg_lse.unsqueeze(1), sigma=sigma, temperature=temperature)
+    return BoundResult(loss=result.loss, mi=result.mi + log_negatives, npc=result.npc)
+
+
+# ----------------------------------------------------------------------------------------------
+# chunked log-sum-exp of q @ negatives.T
+
+
+def _chunk_scores(scaled_query: Tensor, negative_chunk: Tensor) -> Tensor:
+    """Scores (B, C) of queries (B, d) against negatives (C, d) shared or (B, C, d) per query."""
+    if negative_chunk.dim() == 2:
+        return scaled_query @ negative_chunk.T
+    return torch.bmm(negative_chunk, scaled_query.unsqueeze(2)).squeeze(2)
+
+
+def _weighted_negatives(weights: Tensor, negative_chunk: Tensor) -> Tensor:
+    """sum_k weights_ik n_k (B, d) for weights (B, C) and negatives (C, d) or (B, C, d)."""
+    if negative_chunk.dim() == 2:
+        return weights @ negative_chunk
+    return torch.bmm(weights.unsqueeze(1), negative_chunk).squeeze(1)
+
+
+def _negative_gradient(weights: Tensor, row_scaled_query: Tensor, per_query: bool) -> Tensor:
+    """d/d n of sum_ik weights_ik (q_i . n_k): (C, d) shared, or (B, C, d) per query."""
+    if per_query:
+        return weights.unsqueeze(2) * row_scaled_query.unsqueeze(1)
+    return weights.T @ row_scaled_query
+
+
+class NegativeLogSumExp(torch.autograd.Function):
+    """lse_i = log sum_k exp(q_i . n_k) in chunks of negatives, float32 out; shapes
+    q (B, d), n (K, d) or (B, K, d) -> (B,). See the module docstring for the backward pass."""
+
+    @staticmethod
+    def forward(ctx, scaled_query: Tensor, negatives: Tensor, chunk_size: int, recompute: bool) -> Tensor:
+        num_negatives = negatives.shape[-2]
+        starts = list(range(0, num_negatives, chunk_size))
+        chunk_lse = []
+        kept_weights = []
+        for start in starts:
+            scores = _chunk_scores(scaled_query, negatives[..., start : start + chunk_size, :])
+            weights = torch.softmax(scores, dim=1, dtype=torch.float32)
+            # log p_i0 = s_i0 - lse_i exactly in log space, so lse_i = s_i0 - log p_i0, unless
+            # p_i0 underflowed (s_i0 far below the row's largest score): those rows take the max
+            first_weight = weights[:, 0].clone()  # a copy: a view would keep the chunk alive
+            lse_here = scores[:, 0].float() - torch.log(first_weight)
+            underflow = first_weight < _SMALLEST_SAFE_WEIGHT
+            if bool(underflow.any()):
+                lse_here = torch.where(underflow, torch.logsumexp(scores.float(), dim=1), lse_here)
+            del scores
+            chunk_lse.append(lse_here)
+            if not recompute:
+                kept_weights.append(
+                    weights if weights.dtype == negatives.dtype else weights.to(negatives.dtype)
+                )
+            del weights
+        stacked = torch.stack(chunk_lse, dim=1)
+        lse = torch.logsumexp(stacked, dim=1)
+        ctx.chunk_size = chunk_size
+        ctx.recompute = recompute
+        # chunk_lse - lse turns each chunk's normalised weights into the global softmax
+        ctx.save_for_backward(scaled_query, negatives, stacked, lse, *kept_weights)
+        return lse
+
+    @staticmethod
+    def backward(ctx, grad_lse: Tensor):
+        scaled_query, negatives, stacked, lse, *kept_weights = ctx.saved_tensors
+        need_query, need_negatives = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        per_query = negatives.dim() == 3
+        chunk_size = ctx.chunk_size
+        grad_query = torch.zeros(scaled_query.shape, dtype=torch.float32, device=scaled_query.device)
+        grad_negatives = torch.empty_like(negatives) if need_negatives else None
+        # global softmax = chunk weights * exp(chunk_lse - lse); fold it and g_i into row factors
+        row_factors = grad_lse.float().unsqueeze(1) * torch.exp(stacked - lse.unsqueeze(1))
+        for index, start in enumerate(range(0, negatives.shape[-2], chunk_size)):
+            chunk = negatives[..., start : start + chunk_size, :]
+            if ctx.recompute:
+                scores = _chunk_scores(scaled_query, chunk)
+                weights = torch.softmax(scores, dim=1, dtype=torch.float32).to(negatives.dtype)
+                del scores
+            else:
+                weights = kept_weights[index]
+            row_factor = row_factors[:, index].unsqueeze(1)
+            if need_query:
+                grad_query += row_factor * _weighted_negatives(weights, chunk).float()
+            if need_negatives:
+                scaled_rows = (row_factor * scaled_query.float()).to(negatives.dtype)
+                grad_negatives[..., start : start + chunk_size, :] = _negative_gradient(
+                    weights, scaled_rows, per_query
+                )
+            del weights
+        return (grad_query.to(scaled_query.dtype) if need_query else None), grad_negatives, None, None
+
+
+# ----------------------------------------------------------------------------------------------
+# the public entry point
+
+
+def _check_embeddings(query: Tensor, positive_key: Tensor, negative_keys: Tensor) -> None:
+    for name, value in (("query", query), ("positive_key", positive_key), ("negative_keys", negative_keys)):
+        if not isinstance(value, Tensor) or not value.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point torch tensor, got {type(value).__name__}")
+    if query.dim() != 2 or query.shape[0] < 1:
+        raise ValueError(f"query must have shape (B, d) with B >= 1, got {tuple(query.shape)}")
+    if positive_key.shape != query.shape:
+        raise ValueError(
+            f"positive_key must have the shape of query {tuple(query.shape)}, got {tuple(positive_key.shape)}"
+        )
+    batch, dim = query.shape
+    shared = negative_keys.dim() == 2 and negative_keys.shape[1] == dim
+    per_query = negative_keys.dim() == 3 and negative_keys.shape[0] == batch and negative_keys.shape[2] == dim
+    if not (shared or per_query) or negative_keys.shape[-2] < 1:
+        raise ValueError(
+            f"negative_keys must have shape (K, {dim}) (shared) or ({batch}, K, {dim}) (per query) "
+            f"with K >= 1, got {tuple(negative_keys.shape)}"
+        )
+    dtypes = {query.dtype, positive_key.dtype, negative_keys.dtype}
+    if len(dtypes) != 1:
+        raise ValueError(
+            f"query, positive_key and negative_keys must share one dtype, got {sorted(map(str, dtypes))}"
+        )
+    devices = {query.device, positive_key.device, negative_keys.device}
+    if len(devices) != 1:
+        raise ValueError(
+            f"query, positive_key and negative_keys must be on one device, got {sorted(map(str, devices))}"
+        )
+
+
+def contrastive_bound(
+    query: Tensor,
+    positive_key: Tensor,
+    negative_keys: Tensor,
+    temperature: float,
+    bound: str = "infonce",
+    alpha: float | None = None,
+    sigma: float = 0.5,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    recompute: bool = False,
+) -> BoundResult:
+    """A bound of the InfoNCE family on the scores of embeddings, never building the (B, K) logits.
+
+    Equal (values and gradients, up to rounding) to::
+
+        pos = (query * positive_key).sum(1) / temperature                       # (B,)
+        neg = query @ negative_keys.T / temperature      # (B, K); per query: einsum("bd,bkd->bk")
+        bounds.get(bound, alpha=alpha, ...)(pos, neg)
+
+    query: (B, d) anchors q_i (usually L2-normalised); positive_key: (B, d) their positives k_i;
+    negative_keys: (K, d) negatives shared by every query (MoCo's queue, the keys of a batch) or
+    (B, K, d) negatives of each query. All three share one floating dtype (fp32, bf16, fp16) and
+    device; gradients flow to each that requires them.
+    temperature: tau > 0, the scores are similarities / tau.
+    bound: "infonce", "eqco" (needs ``alpha``: loss log(e^{pos} + (alpha/K) sum e^{neg}) - pos,
+    Zhu et al. 2020), "dcl" or "dclw" (Yeh et al. 2021; ``sigma`` is DCLW's weighting width, and
+    its weight uses pos * temperature / sigma = similarity / sigma).
+    chunk_size: negatives scored at a time (memory O(B * chunk_size) beyond the kept weights).
+    recompute: False keeps the softmax weights of all chunks for the backward pass (one (B, K)
+    buffer in the dtype of the inputs, no second one); True keeps nothing of size (B, K) and
+    recomputes each chunk's scores in the backward pass (one more matrix product).
+
+    Returns a :class:`mitool.bounds.BoundResult` (loss, mi in nats, npc), as the plain bound does.
+    Scores are accumulated in float32 whatever the input dtype.
+    """
+    _check_embeddings(query, positive_key, negative_keys)
+    temperature = bounds._check_positive("temperature", temperature)
+    if bound not in FUSED_BOUNDS:
+        raise ValueError(f"bound must be one of {', '.join(FUSED_BOUNDS)}, got {bound!r}")
+    if bound == "eqco":
+        if alpha is None:
+            raise ValueError("bound 'eqco' needs alpha (> 0), e.g. alpha=256")
+        alpha = bounds._check_positive("alpha", alpha)
+    elif alpha is not None:
+        raise ValueError(f"alpha is an option of bound 'eqco' only, got alpha={alpha!r} with bound {bound!r}")
+    sigma = bounds._check_positive("sigma", sigma)
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
+
+    scaled_query = query * (1.0 / temperature)
+    pos = (scaled_query.float() * positive_key.float()).sum(dim=1)
+    neg_lse = NegativeLogSumExp.apply(scaled_query, negative_keys, chunk_size, bool(recompute))
+    return bound_from_negative_logsumexp(
+        bound, pos, neg_lse, negative_keys.shape[-2], alpha=alpha, sigma=sigma, temperature=temperature
+    )

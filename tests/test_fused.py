@@ -1,0 +1,232 @@
+"""mitool.fused.contrastive_bound against the plain bounds of mitool.bounds on the full score matrix.
+
+Every comparison is against an independent computation: the plain path builds the (B, K) scores
+q @ n.T / tau and calls mitool.bounds; the fused path never builds them. Sizes are tiny (CPU CI).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mitool import bounds
+from mitool.fused import NegativeLogSumExp, bound_from_negative_logsumexp, contrastive_bound
+
+TEMPERATURE = 0.2
+OPTIONS = {"infonce": {}, "eqco": {"alpha": 5.0}, "dcl": {}, "dclw": {"sigma": 0.5}}
+
+
+def make_embeddings(batch, count, dim, per_query, device, dtype=torch.float32, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    query = F.normalize(torch.randn(batch, dim, generator=generator, dtype=torch.float64), dim=1)
+    positive_key = F.normalize(
+        query + 0.5 * torch.randn(batch, dim, generator=generator, dtype=torch.float64), dim=1
+    )
+    shape = (batch, count, dim) if per_query else (count, dim)
+    negatives = F.normalize(torch.randn(*shape, generator=generator, dtype=torch.float64), dim=-1)
+    return [tensor.to(device, dtype).requires_grad_(True) for tensor in (query, positive_key, negatives)]
+
+
+def plain(name, query, positive_key, negatives, temperature=TEMPERATURE):
+    """The reference: full (B, K) scores, then the bound of mitool.bounds."""
+    pos = (query * positive_key).sum(1) / temperature
+    if negatives.dim() == 2:
+        neg = query @ negatives.T / temperature
+    else:
+        neg = torch.einsum("bd,bkd->bk", query, negatives) / temperature
+    options = dict(OPTIONS[name])
+    if name == "dclw":
+        options["temperature"] = temperature
+    return bounds.get(name, **options)(pos, neg)
+
+
+def fused(name, query, positive_key, negatives, temperature=TEMPERATURE, **keywords):
+    options = dict(OPTIONS[name])
+    return contrastive_bound(query, positive_key, negatives, temperature, bound=name, **options, **keywords)
+
+
+def value(tensor):
+    return float(tensor.detach())
+
+
+def gradients(result, inputs):
+    return torch.autograd.grad(result.loss, inputs)
+
+
+def relative_error(actual, expected):
+    return float((actual.double() - expected.double()).norm() / expected.double().norm().clamp_min(1e-30))
+
+
+@pytest.mark.parametrize("name", list(OPTIONS))
+@pytest.mark.parametrize("per_query", [False, True], ids=["shared", "per-query"])
+@pytest.mark.parametrize("recompute", [False, True], ids=["kept", "recompute"])
+def test_fused_equals_plain_float32(name, per_query, recompute, device):
+    # K = 37 with chunks of 8: four full chunks and a ragged one
+    inputs = make_embeddings(6, 37, 5, per_query, device)
+    expected = plain(name, *inputs)
+    actual = fused(name, *inputs, chunk_size=8, recompute=recompute)
+    for field in ("loss", "mi", "npc"):
+        assert value(getattr(actual, field)) == pytest.approx(
+            value(getattr(expected, field)), abs=2e-6, rel=2e-6
+        )
+    for got, want in zip(gradients(actual, inputs), gradients(expected, inputs), strict=True):
+        assert relative_error(got, want) < 2e-6
+
+
+@pytest.mark.parametrize("name", ["infonce", "dclw"])
+@pytest.mark.parametrize("per_query", [False, True], ids=["shared", "per-query"])
+def test_fused_bfloat16_matches_the_exact_value_of_its_inputs(name, per_query, device):
+    """bf16 embeddings: the fused result is within bf16 rounding of the float64 result on the same
+    (bf16-representable) values, and no further from it than the plain path run in bf16."""
+    inputs = make_embeddings(8, 50, 16, per_query, device, dtype=torch.bfloat16, seed=1)
+    exact_inputs = [tensor.detach().double().requires_grad_(True) for tensor in inputs]
+    exact = plain(name, *exact_inputs)
+    exact_gradients = gradients(exact, exact_inputs)
+    actual = fused(name, *inputs, chunk_size=16)
+    actual_gradients = gradients(actual, inputs)
+    plain_bf16 = plain(name, *inputs)
+    plain_gradients = gradients(plain_bf16, inputs)
+    loss_error = abs(value(actual.loss) - value(exact.loss))
+    assert loss_error < 2e-2
+    assert loss_error <= 2 * abs(value(plain_bf16.loss) - value(exact.loss)) + 1e-3
+    for got, reference, want in zip(actual_gradients, plain_gradients, exact_gradients, strict=True):
+        assert got.dtype == torch.bfloat16
+        assert relative_error(got, want) < 3e-2
+        assert relative_error(got, want) <= 2 * relative_error(reference, want) + 5e-3
+
+
+def test_chunk_size_does_not_change_the_result(device):
+    inputs = make_embeddings(5, 23, 4, False, device)
+    reference = fused("infonce", *inputs, chunk_size=23)
+    reference_gradients = gradients(reference, inputs)
+    for chunk_size in (1, 7, 100):
+        result = fused("infonce", *inputs, chunk_size=chunk_size)
+        assert value(result.loss) == pytest.approx(value(reference.loss), abs=1e-6)
+        for got, want in zip(gradients(result, inputs), reference_gradients, strict=True):
+            assert relative_error(got, want) < 1e-5
+
+
+def test_underflowing_first_weight_and_huge_scores(device):
+    """Scores of magnitude ~1e3 whose first negative is ~2e3 below the others: the first softmax
+    weight underflows (the fallback path) and nothing overflows; equal to the plain bound."""
+    query, positive_key, negatives = (tensor.detach() for tensor in make_embeddings(4, 9, 3, False, device))
+    negatives = negatives.clone()
+    negatives[0] = -query.mean(0) / query.mean(0).norm()
+    inputs = [tensor.requires_grad_(True) for tensor in (query, positive_key, negatives)]
+    temperature = 1e-3
+    expected = plain("infonce", *inputs, temperature=temperature)
+    actual = fused("infonce", *inputs, temperature=temperature, chunk_size=4)
+    assert math.isfinite(value(actual.loss))
+    assert value(actual.loss) == pytest.approx(value(expected.loss), rel=1e-5)
+    for got, want in zip(gradients(actual, inputs), gradients(expected, inputs), strict=True):
+        assert torch.isfinite(got).all()
+        assert relative_error(got, want) < 1e-4
+
+
+def test_negative_logsumexp_against_torch_logsumexp(device):
+    generator = torch.Generator().manual_seed(3)
+    query = torch.randn(7, 6, generator=generator).to(device)
+    negatives = torch.randn(30, 6, generator=generator).to(device)
+    lse = NegativeLogSumExp.apply(query, negatives, 4, False)
+    torch.testing.assert_close(lse, torch.logsumexp(query @ negatives.T, dim=1), rtol=1e-6, atol=1e-6)
+
+
+def test_bound_from_negative_logsumexp_matches_the_bounds_on_full_scores(device):
+    generator = torch.Generator().manual_seed(4)
+    pos = torch.randn(9, generator=generator).to(device)
+    neg = 3 * torch.randn(9, 40, generator=generator).to(device)
+    lse = torch.logsumexp(neg, dim=1)
+    for name in OPTIONS:
+        options = dict(OPTIONS[name])
+        expected = bounds.get(name, **options)(pos, neg)
+        actual = bound_from_negative_logsumexp(name, pos, lse, 40, **options)
+        for field in ("loss", "mi", "npc"):
+            assert value(getattr(actual, field)) == pytest.approx(value(getattr(expected, field)), abs=1e-5)
+
+
+def saved_tensor_sizes(function):
+    """The element counts of every tensor autograd saves while ``function`` builds its graph."""
+    sizes = []
+
+    def pack(tensor):
+        sizes.append(tensor.numel())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        result = function()
+    return sizes, result
+
+
+def test_saved_tensors_hold_no_score_matrix_when_recomputing():
+    """Memory invariant: with recompute=True nothing of B * K elements is saved for the backward
+    pass; with the kept weights exactly B * K elements of weights are saved; the plain path saves
+    at least one full (B, K) matrix."""
+    batch, count, dim, chunk = 24, 50, 3, 16  # B * K = 1200 > every input's size
+    query, positive_key, negatives = make_embeddings(batch, count, dim, False, torch.device("cpu"))
+    plain_sizes, _ = saved_tensor_sizes(lambda: plain("infonce", query, positive_key, negatives).loss)
+    assert max(plain_sizes) >= batch * count
+    lean_sizes, lean = saved_tensor_sizes(
+        lambda: fused("infonce", query, positive_key, negatives, chunk_size=chunk, recompute=True).loss
+    )
+    assert max(lean_sizes) < batch * chunk
+    kept_sizes, kept = saved_tensor_sizes(
+        lambda: fused("infonce", query, positive_key, negatives, chunk_size=chunk).loss
+    )
+    chunk_sizes = [
+        size for size in kept_sizes if size % batch == 0 and size // batch in (chunk, count % chunk)
+    ]
+    assert sum(chunk_sizes) == batch * count
+    assert value(lean) == pytest.approx(value(kept), abs=1e-6)
+
+
+def test_backward_twice_with_retain_graph_gives_the_same_gradients():
+    inputs = make_embeddings(4, 10, 3, False, torch.device("cpu"))
+    result = fused("eqco", *inputs, chunk_size=3)
+    first = torch.autograd.grad(result.loss, inputs, retain_graph=True)
+    second = torch.autograd.grad(result.loss, inputs)
+    for a, b in zip(first, second, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_only_the_needed_gradients_are_computed():
+    query, positive_key, negatives = make_embeddings(4, 10, 3, False, torch.device("cpu"))
+    frozen = negatives.detach()
+    result = contrastive_bound(query, positive_key.detach(), frozen, TEMPERATURE)
+    (grad_query,) = torch.autograd.grad(result.loss, [query])
+    reference = plain("infonce", query, positive_key.detach(), frozen)
+    (expected,) = torch.autograd.grad(reference.loss, [query])
+    assert relative_error(grad_query, expected) < 2e-6
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"bound": "nwj"}, "bound must be one of infonce, eqco, dcl, dclw"),
+        ({"bound": "eqco"}, "needs alpha"),
+        ({"alpha": 3.0}, "alpha is an option of bound 'eqco' only"),
+        ({"temperature": 0.0}, "temperature must be a finite number > 0"),
+        ({"chunk_size": 0}, "chunk_size must be an integer >= 1"),
+        ({"negatives": torch.zeros(5, 4)}, "negative_keys must have shape (K, 3)"),
+        ({"negatives": torch.zeros(3, 5, 3)}, "or (2, K, 3) (per query)"),
+        ({"positive_key": torch.zeros(4, 3)}, "positive_key must have the shape of query"),
+        ({"positive_key": torch.zeros(2, 3, dtype=torch.float64)}, "share one dtype"),
+        ({"query": torch.zeros(2, 3, dtype=torch.long)}, "query must be a floating-point torch tensor"),
+    ],
+)
+def test_bad_input_is_a_one_line_value_error(change, message):
+    arguments = {
+        "query": torch.zeros(2, 3),
+        "positive_key": torch.zeros(2, 3),
+        "negatives": torch.zeros(5, 3),
+        "temperature": 0.1,
+        "bound": "infonce",
+    }
+    arguments.update(change)
+    with pytest.raises(ValueError, match="^[^\n]+$") as error:
+        contrastive_bound(
+            arguments.pop("query"), arguments.pop("positive_key"), arguments.pop("negatives"), **arguments
+        )
+    assert message in str(error.value)
