@@ -1,0 +1,142 @@
+"""Encoders that map an image batch (N, C, H, W) to pooled features (N, feature_width).
+
+* ``resnet18``, ``resnet34``, ``resnet50``: torchvision's ResNets (He et al. 2016), always built
+  with ``weights=None`` (nothing is downloaded); the classifier is removed, so the output is the
+  global-average-pooled feature of width 512 (resnet18/34) or 2048 (resnet50).
+* ``small-cnn``: four 3x3 conv-BN-ReLU blocks of widths 32-64-128-256, each of the first three
+  followed by a 2x2 max-pool, then global average pooling (feature width 256): a CPU-sized
+  encoder for 28 to 96 pixel images.
+
+Options:
+
+* ``small_stem``: for 28 to 96 pixel images, the ResNet's 7x7 stride-2 first conv and its
+  max-pool are replaced by a 3x3 stride-1 conv and no pool (as in the MoCo CIFAR demo and
+  SimCLR's CIFAR setting), keeping 4x more resolution in the first stage.
+* ``zero_init_residual``: the last BN of each residual block starts with weight 0, so each block
+  starts as the identity (Goyal et al. 2017).
+* ``in_channels``: 1 for grayscale datasets; the first conv takes one channel directly (no
+  repetition of the gray plane to three channels).
+* ``norm_layer``: the BatchNorm2d class to use (e.g. :class:`SplitBatchNorm2d`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+import torchvision
+from torch import Tensor, nn
+
+__all__ = ["ARCHITECTURES", "SmallCNN", "SplitBatchNorm2d", "build_backbone", "split_batch_norm"]
+
+ARCHITECTURES: tuple[str, ...] = ("small-cnn", "resnet18", "resnet34", "resnet50")
+"""The names accepted by :func:`build_backbone`."""
+
+SMALL_CNN_WIDTHS: tuple[int, ...] = (32, 64, 128, 256)
+
+
+class SmallCNN(nn.Module):
+    """Four 3x3 conv-BN-ReLU blocks (widths 32-64-128-256), max-pool 2 after the first three,
+    global average pool. Input (N, in_channels, H, W) with H, W >= 8; output (N, 256)."""
+
+    def __init__(self, in_channels: int = 3, norm_layer: Callable[[int], nn.Module] = nn.BatchNorm2d) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        previous = in_channels
+        for index, width in enumerate(SMALL_CNN_WIDTHS):
+            layers += [nn.Conv2d(previous, width, 3, padding=1, bias=False), norm_layer(width), nn.ReLU()]
+            if index < len(SMALL_CNN_WIDTHS) - 1:
+                layers.append(nn.MaxPool2d(2))
+            previous = width
+        self.features = nn.Sequential(*layers)
+        self.feature_width = previous
+
+    def forward(self, images: Tensor) -> Tensor:
+        return self.features(images).mean(dim=(2, 3))
+
+
+class SplitBatchNorm2d(nn.BatchNorm2d):
+    """BatchNorm over ``num_splits`` separate slices of the batch (Wu et al.'s MoCo CIFAR demo).
+
+    In training, a batch of N = S * n images is normalised as S independent groups of n images
+    (each with its own mean and variance), which on one device reproduces the per-GPU statistics
+    of S GPUs: the key encoder then cannot use the batch statistics to cheat once the keys are
+    shuffled across groups. Running statistics are the mean over the groups; evaluation is a
+    plain BatchNorm2d. N must be divisible by S.
+    """
+
+    def __init__(self, num_features: int, num_splits: int, **options) -> None:
+        super().__init__(num_features, **options)
+        self.num_splits = num_splits
+
+    def forward(self, inputs: Tensor) -> Tensor:
+        if not self.training or self.num_splits == 1:
+            return super().forward(inputs)
+        batch, channels, height, width = inputs.shape
+        if batch % self.num_splits:
+            raise ValueError(
+                f"bn_splits must divide the batch on this device: {batch} images, {self.num_splits} splits"
+            )
+        running_mean = self.running_mean.repeat(self.num_splits)
+        running_var = self.running_var.repeat(self.num_splits)
+        grouped = inputs.reshape(batch // self.num_splits, channels * self.num_splits, height, width)
+        outputs = F.batch_norm(
+            grouped,
+            running_mean,
+            running_var,
+            self.weight.repeat(self.num_splits),
+            self.bias.repeat(self.num_splits),
+            True,
+            self.momentum,
+            self.eps,
+        ).reshape(batch, channels, height, width)
+        with torch.no_grad():
+            self.running_mean.copy_(running_mean.view(self.num_splits, channels).mean(dim=0))
+            self.running_var.copy_(running_var.view(self.num_splits, channels).mean(dim=0))
+            self.num_batches_tracked += 1
+        return outputs
+
+
+def split_batch_norm(num_splits: int) -> Callable[[int], nn.Module]:
+    """A ``norm_layer`` factory for :func:`build_backbone` making :class:`SplitBatchNorm2d`."""
+
+    def make(num_features: int) -> nn.Module:
+        return SplitBatchNorm2d(num_features, num_splits)
+
+    return make
+
+
+def build_backbone(
+    arch: str,
+    in_channels: int = 3,
+    small_stem: bool = False,
+    zero_init_residual: bool = False,
+    norm_layer: Callable[[int], nn.Module] | None = None,
+) -> tuple[nn.Module, int]:
+    """The encoder called ``arch`` (one of :data:`ARCHITECTURES`) and its feature width.
+
+    Returns ``(module, feature_width)``; ``module(images)`` maps (N, in_channels, H, W) to
+    (N, feature_width). ``small_stem`` and ``zero_init_residual`` apply to the ResNets only (the
+    small CNN has no stride-2 stem and no residual blocks). Never downloads weights.
+    """
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"arch must be one of {', '.join(ARCHITECTURES)}, got {arch!r}")
+    if in_channels not in (1, 3):
+        raise ValueError(f"in_channels must be 1 (grayscale) or 3 (RGB), got {in_channels}")
+    norm_layer = norm_layer or nn.BatchNorm2d
+    if arch == "small-cnn":
+        model = SmallCNN(in_channels, norm_layer)
+        return model, model.feature_width
+    constructor = getattr(torchvision.models, arch)
+    model = constructor(weights=None, zero_init_residual=zero_init_residual, norm_layer=norm_layer)
+    if small_stem:
+        model.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1, bias=False)
+        model.maxpool = nn.Identity()
+    elif in_channels != 3:
+        model.conv1 = nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
+    if small_stem or in_channels != 3:
+        nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
+    feature_width = model.fc.in_features
+    model.fc = nn.Identity()
+    return model, feature_width

@@ -1,0 +1,133 @@
+"""Checkpoint files: written atomically, read without running code, rejected clearly when damaged.
+
+Writing (:func:`save`): the state goes to a temporary file in the same directory, which is
+flushed and fsync'ed, then the current checkpoint (if any) gets the second name ``<name>.prev``
+(a hard link) and the temporary file is renamed to the final name (``os.replace`` is atomic on
+POSIX), then the directory is fsync'ed. A crash at any point leaves the old or the new file
+whole under the final name, and the previous checkpoint stays on disk next to the newest.
+
+Reading (:func:`load`): ``torch.load(..., weights_only=True)``, which unpickles tensors and plain
+containers only, so a checkpoint cannot run code. A truncated file, a file that is not a torch
+checkpoint, or a torch file written by something else gives one ValueError line naming the file
+and the previous checkpoint that is still there.
+
+Everything stored must be tensors, numbers, strings, None, lists and dicts of those:
+:func:`rng_states` and :func:`restore_rng_states` convert numpy's and Python's generator states
+to that form.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["FORMAT", "load", "previous_path", "restore_rng_states", "rng_states", "save"]
+
+FORMAT = "mitool.vision/1"
+"""The value of the ``format`` entry of every checkpoint this tool writes."""
+
+
+def previous_path(path: str) -> str:
+    """Where :func:`save` keeps the checkpoint that ``path`` replaced."""
+    return path + ".prev"
+
+
+def save(path: str, state: dict[str, Any]) -> None:
+    """Write ``state`` (plus the ``format`` marker) to ``path`` atomically; keep the old file as
+    ``path.prev``."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=".checkpoint-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            torch.save({"format": FORMAT, **state}, file)
+            file.flush()
+            os.fsync(file.fileno())
+        if os.path.exists(path):
+            _keep_as_previous(path, temporary + ".prev")
+        os.replace(temporary, path)
+    except BaseException:
+        for leftover in (temporary, temporary + ".prev"):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
+        raise
+    directory_handle = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(directory_handle)
+    finally:
+        os.close(directory_handle)
+
+
+def _keep_as_previous(path: str, staging: str) -> None:
+    """Make ``path.prev`` a second name of the current file (a hard link, or a copy where links
+    are not supported), replacing the older one atomically; ``path`` itself never disappears."""
+    try:
+        os.link(path, staging)
+    except OSError:
+        shutil.copyfile(path, staging)
+    os.replace(staging, previous_path(path))
+
+
+def load(path: str, map_location: str | torch.device = "cpu", kind: str | None = None) -> dict[str, Any]:
+    """Read a checkpoint written by :func:`save`; ``kind`` (e.g. "pretrain", "linear") must match
+    the ``kind`` entry when given. FileNotFoundError when missing; ValueError when truncated,
+    foreign or of another kind."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"checkpoint not found: {path}")
+    previous = previous_path(path)
+    kept = f"; the previous checkpoint {previous} is still there" if os.path.isfile(previous) else ""
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as error:  # torch raises several types for truncated or foreign files
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(
+            f"checkpoint {path} is truncated or not a mitool checkpoint ({reason[:120]}){kept}"
+        ) from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise ValueError(f"checkpoint {path} was not written by mitool vision (no {FORMAT!r} marker){kept}")
+    if kind is not None and state.get("kind") != kind:
+        raise ValueError(f"checkpoint {path} is a {state.get('kind')!r} checkpoint, expected a {kind!r} one")
+    return state
+
+
+def rng_states() -> dict[str, Any]:
+    """The states of torch's (CPU and every CUDA device), numpy's and Python's global generators,
+    as tensors and lists only (loadable with weights_only=True)."""
+    numpy_state = np.random.get_state()
+    python_state = random.getstate()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "numpy": {
+            "keys": torch.from_numpy(numpy_state[1].astype(np.int64)),
+            "position": int(numpy_state[2]),
+            "has_gauss": int(numpy_state[3]),
+            "cached_gaussian": float(numpy_state[4]),
+        },
+        "python": [python_state[0], list(python_state[1]), python_state[2]],
+    }
+
+
+def restore_rng_states(states: dict[str, Any]) -> None:
+    """Put back the generator states saved by :func:`rng_states`."""
+    torch.set_rng_state(states["torch"].cpu())
+    if states["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([state.cpu() for state in states["cuda"]])
+    numpy_state = states["numpy"]
+    np.random.set_state(
+        (
+            "MT19937",
+            numpy_state["keys"].numpy().astype(np.uint32),
+            numpy_state["position"],
+            numpy_state["has_gauss"],
+            numpy_state["cached_gaussian"],
+        )
+    )
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal), gauss))

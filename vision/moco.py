@@ -1,0 +1,136 @@
+"""MoCo v2: momentum contrast with a queue of negative keys.
+
+He, Fan, Wu, Xie, Girshick, "Momentum Contrast for Unsupervised Visual Representation Learning"
+(CVPR 2020, arXiv 1911.05722) and Chen, Fan, Girshick, He, "Improved Baselines with Momentum
+Contrastive Learning" (arXiv 2003.04297, the MLP head and the stronger augmentation of v2).
+
+For a batch of images x with two augmented views x^(1), x^(2):
+
+    q = normalize(g(f(x^(1))))             query: encoder f and MLP head g, with gradient
+    k = normalize(g'(f'(x^(2))))           key: momentum encoder, no gradient
+    theta' <- m theta' + (1 - m) theta     before each step, m = 0.999
+    pos_i  = q_i . k_i / tau,  neg_ij = q_i . queue_j / tau     (B,), (B, K)
+    loss   = bound(pos, neg)               InfoNCE by default: -log e^{pos} / (e^{pos} + sum_j e^{neg_j})
+
+after which the keys of the whole global batch (gathered from every rank, rank 0's first)
+replace the oldest N entries of the queue of K keys (a first-in, first-out ring buffer).
+The queue starts as random unit vectors; once it holds real keys (of a still untrained, nearly
+constant encoder) the loss sits near log(K + 1), and it falls slowly afterwards.
+
+Head: Linear(w, w) -> ReLU -> Linear(w, 128), w the backbone's feature width (2048 for
+ResNet-50: the paper's 2048-2048-128), no BatchNorm. BatchNorm in the encoders: shuffle-BN (the
+key encoder sees the global batch in a random order split across ranks, so BN statistics cannot
+leak which key is the positive), on one device split-BN (the backbone's BN normalises S groups
+separately and the batch is shuffled before the key encoder); or global SyncBN.
+
+Symmetric option: both views serve as queries, loss averaged over the 2B anchors
+(pos and neg stacked), both key sets enqueued (the MoCo CIFAR demo's symmetric loss).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from mitool.bounds import BoundResult
+from vision import distributed
+from vision.common import momentum_update, query_key_scores
+
+__all__ = ["MoCo"]
+
+
+def mlp_head(feature_width: int, embedding_dim: int = 128) -> nn.Module:
+    """MoCo v2's head: Linear(w, w) -> ReLU -> Linear(w, embedding_dim), no BatchNorm."""
+    return nn.Sequential(
+        nn.Linear(feature_width, feature_width), nn.ReLU(), nn.Linear(feature_width, embedding_dim)
+    )
+
+
+class MoCo(nn.Module):
+    """MoCo v2. ``forward(view_1, view_2)`` -> the bound's result (loss, mi, npc) for the batch.
+
+    make_backbone: returns (backbone, feature_width); bound: ``mitool.bounds.get(...)``;
+    queue_size: K; shuffle_bn: shuffle the key batch (across ranks under DDP, within the device
+    otherwise, to pair with a split-BN backbone); False when the BN is synchronised instead.
+    """
+
+    def __init__(
+        self,
+        make_backbone: Callable[[], tuple[nn.Module, int]],
+        bound: Callable[[Tensor, Tensor], BoundResult],
+        temperature: float = 0.2,
+        queue_size: int = 65536,
+        key_momentum: float = 0.999,
+        embedding_dim: int = 128,
+        symmetric: bool = False,
+        shuffle_bn: bool = True,
+    ) -> None:
+        super().__init__()
+        if queue_size < 1:
+            raise ValueError(f"negatives (the MoCo queue size K) must be >= 1, got {queue_size}")
+        self.backbone, feature_width = make_backbone()
+        self.head = mlp_head(feature_width, embedding_dim)
+        self.key_backbone = copy.deepcopy(self.backbone).requires_grad_(False)
+        self.key_head = copy.deepcopy(self.head).requires_grad_(False)
+        self.bound = bound
+        self.temperature = temperature
+        self.key_momentum = key_momentum
+        self.symmetric = symmetric
+        self.shuffle_bn = shuffle_bn
+        self.register_buffer("queue", F.normalize(torch.randn(queue_size, embedding_dim), dim=1))
+        self.register_buffer("queue_pointer", torch.zeros((), dtype=torch.long))
+
+    def _query(self, images: Tensor) -> Tensor:
+        return F.normalize(self.head(self.backbone(images)), dim=1)
+
+    def _key(self, images: Tensor) -> Tensor:
+        return F.normalize(self.key_head(self.key_backbone(images)), dim=1)
+
+    @torch.no_grad()
+    def keys(self, images: Tensor) -> Tensor:
+        """Keys of the local images (B, D), with shuffle-BN when enabled."""
+        if not self.shuffle_bn:
+            return self._key(images)
+        if not distributed.is_distributed():
+            order = torch.randperm(images.shape[0], device=images.device)
+            return self._key(images[order])[torch.argsort(order)]
+        # across ranks: every rank encodes a random slice of the global batch, then the keys go
+        # back to the rank (and position) their image came from
+        all_images = distributed.gather_without_grad(images)
+        order = torch.randperm(all_images.shape[0], device=images.device)
+        dist.broadcast(order, src=0)
+        rows, rank = images.shape[0], distributed.rank()
+        shuffled_keys = self._key(all_images[order[rank * rows : (rank + 1) * rows]])
+        all_keys = distributed.gather_without_grad(shuffled_keys)[torch.argsort(order)]
+        return all_keys[rank * rows : (rank + 1) * rows]
+
+    @torch.no_grad()
+    def enqueue(self, keys: Tensor) -> None:
+        """Write ``keys`` (n, D), n <= K, over the n oldest entries of the queue (wrapping around
+        its end) and advance the pointer by n: a first-in, first-out ring buffer."""
+        count, size = keys.shape[0], self.queue.shape[0]
+        if count > size:
+            raise ValueError(
+                f"negatives (the MoCo queue size, {size}) must be >= the keys enqueued per step ({count})"
+            )
+        slots = (int(self.queue_pointer) + torch.arange(count, device=self.queue.device)) % size
+        self.queue[slots] = keys.to(self.queue.dtype)
+        self.queue_pointer.fill_((int(self.queue_pointer) + count) % size)
+
+    def forward(self, view_1: Tensor, view_2: Tensor) -> BoundResult:
+        with torch.no_grad():
+            momentum_update(self.key_backbone, self.backbone, self.key_momentum)
+            momentum_update(self.key_head, self.head, self.key_momentum)
+        queries, keys = self._query(view_1), self.keys(view_2)
+        if self.symmetric:
+            queries = torch.cat([queries, self._query(view_2)])
+            keys = torch.cat([keys, self.keys(view_1)])
+        pos, neg = query_key_scores(queries, keys, self.queue.clone(), self.temperature)
+        result = self.bound(pos, neg)
+        self.enqueue(distributed.gather_without_grad(keys))
+        return result

@@ -1,0 +1,101 @@
+"""SimCLR-style contrastive learning with in-batch negatives; with the dcl or dclw bound, DCL.
+
+Chen, Kornblith, Norouzi, Hinton, "A Simple Framework for Contrastive Learning of Visual
+Representations" (ICML 2020, arXiv 2002.05709) and Yeh, Hong, Hsu, Liu, Chen, LeCun, "Decoupled
+Contrastive Learning" (ECCV 2022, arXiv 2110.06848).
+
+One encoder f and head g embed both views of the N images of the global batch (B per rank):
+
+    z_i^(v) = normalize(g(f(x_i^(v))))                     v in {1, 2}, gradients through both
+    pos_i^(v)   = <z_i^(1), z_i^(2)> / tau                  the other view of the same image
+    neg_i^(v)   = { <z_i^(v), z_j^(l)> / tau : l in {1, 2}, j != i }     2N - 2 scores
+    loss        = bound(pos, neg) over the 2B local anchors (both views: symmetric)
+
+The negatives are DCL's U_{i,k} (same-view and cross-view, all but the anchor and its positive).
+With the infonce bound this is SimCLR's NT-Xent, -log e^{pos} / (e^{pos} + sum e^{neg}); with dcl
+the positive leaves the denominator, loss = mean(-pos + log sum e^{neg}), which is negative once
+training works; dclw weights the positive with 2 - N softmax(cos / sigma) (sigma = 0.5).
+
+Under DDP the embeddings of every rank are gathered with their gradients, so each anchor sees
+all 2N - 2 negatives of the global batch and the gradient equals one process's on the global
+batch; BatchNorm is synchronised across ranks. Both views go through the encoder as one batch of
+2B images (one BN statistic for the two views, as in SimCLR).
+
+Head: Linear(w, w) -> BN -> ReLU -> Linear(w, 128), w the backbone's feature width.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from mitool.bounds import BoundResult
+from vision import distributed
+
+__all__ = ["SimCLR", "in_batch_scores"]
+
+
+def projection_head(feature_width: int, embedding_dim: int = 128) -> nn.Module:
+    """Linear(w, w) -> BN -> ReLU -> Linear(w, embedding_dim)."""
+    return nn.Sequential(
+        nn.Linear(feature_width, feature_width),
+        nn.BatchNorm1d(feature_width),
+        nn.ReLU(),
+        nn.Linear(feature_width, embedding_dim),
+    )
+
+
+def in_batch_scores(
+    local_1: Tensor, local_2: Tensor, all_1: Tensor, all_2: Tensor, offset: int, temperature: float
+) -> tuple[Tensor, Tensor]:
+    """``(pos, neg)`` of the 2B local anchors against the 2N embeddings of the global batch.
+
+    local_v: (B, D) this rank's normalised embeddings of view v; all_v: (N, D) the global batch's
+    (rows offset .. offset + B - 1 are this rank's). Anchor rows are [view 1, view 2]; candidate
+    columns are [all_1, all_2]. pos: (2B,); neg: (2B, 2N - 2), each row without the anchor itself
+    and its positive, the remaining columns in order.
+    """
+    local, total = local_1.shape[0], all_1.shape[0]
+    anchors = torch.cat([local_1, local_2])
+    scores = anchors @ torch.cat([all_1, all_2]).t() / temperature  # (2B, 2N)
+    rows = torch.arange(2 * local, device=anchors.device)
+    image = rows % local + offset
+    itself = image + (rows >= local).long() * total
+    positive = image + (rows < local).long() * total
+    pos = scores[rows, positive]
+    keep = torch.ones_like(scores, dtype=torch.bool)
+    keep[rows, itself] = False
+    keep[rows, positive] = False
+    return pos, scores[keep].view(2 * local, 2 * total - 2)
+
+
+class SimCLR(nn.Module):
+    """SimCLR / DCL. ``forward(view_1, view_2)`` -> the bound's result over the 2B local anchors.
+
+    make_backbone: returns (backbone, feature_width); bound: ``mitool.bounds.get(...)``, e.g.
+    infonce (SimCLR), dcl or dclw (DCL).
+    """
+
+    def __init__(
+        self,
+        make_backbone: Callable[[], tuple[nn.Module, int]],
+        bound: Callable[[Tensor, Tensor], BoundResult],
+        temperature: float = 0.1,
+        embedding_dim: int = 128,
+    ) -> None:
+        super().__init__()
+        self.backbone, feature_width = make_backbone()
+        self.head = projection_head(feature_width, embedding_dim)
+        self.bound = bound
+        self.temperature = temperature
+
+    def forward(self, view_1: Tensor, view_2: Tensor) -> BoundResult:
+        embeddings = F.normalize(self.head(self.backbone(torch.cat([view_1, view_2]))), dim=1)
+        local_1, local_2 = embeddings.chunk(2)
+        all_1, all_2 = distributed.gather_with_grad(local_1), distributed.gather_with_grad(local_2)
+        offset = distributed.rank() * local_1.shape[0]
+        pos, neg = in_batch_scores(local_1, local_2, all_1, all_2, offset, self.temperature)
+        return self.bound(pos, neg)
