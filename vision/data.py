@@ -520,9 +520,9 @@ def load_dataset(
 def collate_skipping_unreadable(items: Sequence[tuple[Any, int]]) -> tuple[Any, torch.Tensor, list[str]]:
     """Batch ``(input, label)`` items into ``(inputs, labels, skipped)``, leaving out unreadable ones.
 
-    inputs: a stacked tensor (N, ...), a tuple of stacked tensors for two-view items, or a list
-        of :class:`EncodedImage`-derived tensors (``.data``) for encoded items, which may differ in
-        size; ``None`` when every item of the batch was unreadable.
+    inputs: a stacked tensor (N, ...), a tuple of stacked tensors for two-view items, or the list
+        of :class:`EncodedImage` items (sizes may differ; decode them with
+        :func:`vision.gpu_augment.decode_on_device`); ``None`` when every item was unreadable.
     labels: int64 tensor (N,). skipped: the names of the unreadable items.
     """
     skipped = [item[0].name for item in items if isinstance(item[0], UnreadableImage)]
@@ -532,7 +532,7 @@ def collate_skipping_unreadable(items: Sequence[tuple[Any, int]]) -> tuple[Any, 
         return None, labels, skipped
     first = kept[0][0]
     if isinstance(first, EncodedImage):
-        return [item[0].data for item in kept], labels, skipped
+        return [item[0] for item in kept], labels, skipped
     inputs = default_collate([item[0] for item in kept])
     if isinstance(first, tuple):
         inputs = tuple(inputs)
