@@ -1,0 +1,119 @@
+"""The batched (vectorised) training against the plain loop, the stacked critics against mitool's,
+InfoNCE's cap, divergence handling and the summary statistics."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from mitool import bounds
+from toy.batched import RunRecord, make_run_critic, train_sequential, train_vectorised
+from toy.config import RunSpec, ToySettings
+from toy.stacked import StackedCritic
+from toy.study import summarize
+
+TINY = ToySettings(
+    dim=3, mi_values=(1.0, 3.0), steps_per_stage=6, batch_size=8, hidden=16, embed_dim=8, lr=1e-3
+)
+
+
+@pytest.mark.parametrize("critic", ["separable", "cosine", "concat", "bilinear"])
+@pytest.mark.parametrize("negatives", [3, 12])  # 3: other rows of the batch; 12 >= B: a pool of p(y)
+def test_stacked_critic_scores_equal_the_critics(critic: str, negatives: int) -> None:
+    specs = [RunSpec("infonce", critic, negatives, seed) for seed in range(3)]
+    modules = [make_run_critic(spec, TINY) for spec in specs]
+    stacked = StackedCritic(modules)
+    x, y, pool = torch.randn(3, 8, 3), torch.randn(3, 8, 3), torch.randn(3, negatives, 3)
+    in_batch = negatives < TINY.batch_size
+    pos, neg = stacked.scores(x, y, None if in_batch else pool)
+    for run, module in enumerate(modules):
+        if in_batch:
+            expected_pos, expected_neg = bounds.split_scores(module(x[run], y[run]))
+        else:
+            expected_pos, expected_neg = module.pair_scores(x[run], y[run]), module(x[run], pool[run])
+        torch.testing.assert_close(pos[run], expected_pos, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(neg[run], expected_neg, rtol=1e-5, atol=1e-5)
+
+
+CASES = [("separable", 3), ("separable", 7), ("separable", 12), ("cosine", 5), ("concat", 9)]
+
+
+@pytest.mark.parametrize(("critic", "negatives"), CASES)
+def test_vectorised_equals_sequential(critic: str, negatives: int) -> None:
+    estimators = ["infonce", "eqco", "dcl", "dclw", "nwj", "dv", "js", "smile"]
+    specs = [RunSpec(name, critic, negatives, seed, alpha=64.0) for name in estimators for seed in (0, 1)]
+    vectorised = train_vectorised(specs, TINY)
+    sequential = train_sequential(specs, TINY)
+    for batched, plain in zip(vectorised, sequential, strict=True):
+        assert batched.spec == plain.spec
+        assert np.isfinite(plain.estimates).all()
+        np.testing.assert_allclose(batched.estimates, plain.estimates, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(batched.grad_norms, plain.grad_norms, rtol=1e-4, atol=1e-4)
+    # different seeds are different runs: the check above is not comparing copies of one run
+    assert not np.allclose(vectorised[0].estimates, vectorised[1].estimates)
+
+
+def test_divergence_stops_only_that_run_and_matches_the_loop() -> None:
+    # A threshold of 0.05 nats: some runs cross it early, others later or never; the batched model
+    # drops each at its own step and the others keep training exactly as in the plain loop.
+    settings = ToySettings(**{**TINY.as_dict(), "divergence_threshold": 0.05, "steps_per_stage": 10})
+    specs = [RunSpec(name, "separable", 7, seed) for name in ("nwj", "infonce", "dcl") for seed in (0, 1)]
+    vectorised = train_vectorised(specs, settings)
+    sequential = train_sequential(specs, settings)
+    steps = [record.diverged_step for record in vectorised]
+    assert steps == [record.diverged_step for record in sequential]
+    assert any(step is not None for step in steps)
+    assert len(set(steps)) > 1
+    for batched, plain in zip(vectorised, sequential, strict=True):
+        np.testing.assert_allclose(batched.estimates, plain.estimates, rtol=1e-4, atol=1e-4)
+        if batched.diverged_step is not None:
+            step = batched.diverged_step
+            assert np.isnan(batched.estimates[step:]).all()
+            if step > 0:
+                assert batched.last_finite == pytest.approx(batched.estimates[step - 1])
+                assert abs(batched.last_finite) <= 0.05
+            assert f"step {step}" in batched.divergence_message()
+
+
+@pytest.mark.parametrize("negatives", [1, 4, 20])
+def test_infonce_never_above_log_k_plus_one(negatives: int) -> None:
+    settings = ToySettings(**{**TINY.as_dict(), "mi_values": (8.0,), "steps_per_stage": 80, "lr": 5e-3})
+    (record,) = train_vectorised([RunSpec("infonce", "separable", negatives, 0)], settings)
+    cap = math.log(negatives + 1)
+    assert record.estimates.max() <= cap + 1e-5
+    assert record.estimates[-5:].mean() > 0.3 * cap  # it learned something: the cap is not vacuous here
+
+
+def test_eqco_with_alpha_equal_to_k_is_infonce() -> None:
+    specs = [RunSpec("infonce", "separable", 5, 0), RunSpec("eqco", "separable", 5, 0, alpha=5.0)]
+    infonce_run, eqco_run = train_vectorised(specs, TINY)
+    np.testing.assert_allclose(infonce_run.estimates, eqco_run.estimates, rtol=1e-6, atol=1e-6)
+
+
+def test_summary_statistics_against_plain_numpy() -> None:
+    settings = ToySettings(dim=2, mi_values=(1.0, 2.0), steps_per_stage=4)
+    rng = np.random.default_rng(0)
+    records = []
+    for seed in range(3):
+        estimates, grads = rng.normal(1.5, 0.3, 8), rng.uniform(0.1, 1.0, 8)
+        records.append(RunRecord(RunSpec("nwj", "separable", 4, seed), estimates, grads, seconds=2.0))
+    records[2].diverged_step = 6  # diverged in stage 2: counted in stage 1 only
+    records[2].estimates[6:] = np.nan
+    rows = summarize(records, settings)
+    assert len(rows) == 2
+    first, second = rows
+    window = np.concatenate([r.estimates[2:4] for r in records])
+    assert first[:6] == ["nwj", "separable", 4, "", "1", 3]
+    assert float(first[6]) == pytest.approx(window.mean(), rel=1e-5)
+    assert float(first[7]) == pytest.approx(window.mean() - 1.0, rel=1e-5)
+    assert float(first[8]) == pytest.approx(window.std(ddof=1), rel=1e-5)
+    assert float(first[9]) == pytest.approx(np.mean((window - 1.0) ** 2), rel=1e-5)
+    assert float(first[10]) == pytest.approx(np.mean([r.grad_norms[0:4].mean() for r in records]), rel=1e-5)
+    assert float(first[11]) == pytest.approx(8 / 2.0)
+    assert first[12] == 0
+    window = np.concatenate([r.estimates[6:8] for r in records[:2]])
+    assert second[5] == 2 and second[12] == 1
+    assert float(second[7]) == pytest.approx(window.mean() - 2.0, rel=1e-5)
