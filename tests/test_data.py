@@ -17,6 +17,7 @@ from vision.data import (
     FASHION_MNIST_DIR,
     SkippedImages,
     UnreadableImagesWarning,
+    collate_skipping_unreadable,
     dataset_info,
     load_dataset,
     make_loader,
@@ -256,3 +257,13 @@ def test_batch_of_only_unreadable_images_is_carried_over(tmp_path):
     assert len(batches) == 1  # [bad0, bad1] were all unreadable: carried into [bad2, good]
     inputs, labels, skipped = batches[0]
     assert inputs.shape == (1, 3, 8, 8) and sorted(skipped) == ["a/bad0.jpg", "a/bad1.jpg", "a/bad2.jpg"]
+
+
+def test_collate_stacks_equal_shapes_and_lists_different_ones():
+    equal = [(torch.full((1, 2, 2), float(i)), i) for i in range(3)]
+    inputs, labels, skipped = collate_skipping_unreadable(equal)
+    assert inputs.shape == (3, 1, 2, 2) and inputs[2, 0, 0, 0].item() == 2.0 and labels.tolist() == [0, 1, 2]
+    different = [(torch.zeros(3, 4, 5, dtype=torch.uint8), 0), (torch.zeros(3, 6, 2, dtype=torch.uint8), 1)]
+    inputs, labels, skipped = collate_skipping_unreadable(different)
+    assert isinstance(inputs, list) and [tuple(t.shape) for t in inputs] == [(3, 4, 5), (3, 6, 2)]
+    assert skipped == [] and labels.tolist() == [0, 1]

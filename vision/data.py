@@ -520,7 +520,8 @@ def load_dataset(
 def collate_skipping_unreadable(items: Sequence[tuple[Any, int]]) -> tuple[Any, torch.Tensor, list[str]]:
     """Batch ``(input, label)`` items into ``(inputs, labels, skipped)``, leaving out unreadable ones.
 
-    inputs: a stacked tensor (N, ...), a tuple of stacked tensors for two-view items, or the list
+    inputs: a stacked tensor (N, ...), a tuple of stacked tensors for two-view items, a list of
+        tensors when they differ in shape (decoded images for the device path), or the list
         of :class:`EncodedImage` items (sizes may differ; decode them with
         :func:`vision.gpu_augment.decode_on_device`); ``None`` when every item was unreadable.
     labels: int64 tensor (N,). skipped: the names of the unreadable items.
@@ -533,6 +534,8 @@ def collate_skipping_unreadable(items: Sequence[tuple[Any, int]]) -> tuple[Any, 
     first = kept[0][0]
     if isinstance(first, EncodedImage):
         return [item[0] for item in kept], labels, skipped
+    if isinstance(first, torch.Tensor) and any(item[0].shape != first.shape for item in kept):
+        return [item[0] for item in kept], labels, skipped  # decoded images of different sizes
     inputs = default_collate([item[0] for item in kept])
     if isinstance(first, tuple):
         inputs = tuple(inputs)
