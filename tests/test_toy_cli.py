@@ -1,0 +1,233 @@
+"""`mitool toy run / sweep / plot` end to end at tiny sizes, resume, ranks, and bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import toy.study
+from cli.main import main
+from toy.study import CURVE_COLUMNS, SUMMARY_COLUMNS
+
+TINY = [
+    "--dim", "3", "--mi", "1,3", "--steps-per-stage", "6", "--batch-size", "8",
+    "--hidden", "16", "--embed-dim", "8", "--quiet",
+]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MITOOL_THREADS", "1")
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as stream:
+        return list(csv.DictReader(stream))
+
+
+def header(path: Path) -> list[str]:
+    with open(path, newline="") as stream:
+        return next(csv.reader(stream))
+
+
+def without_rate(summary: list[dict[str, str]]) -> list[dict[str, str]]:
+    return [{key: value for key, value in row.items() if key != "steps_per_s"} for row in summary]
+
+
+def test_run_writes_curves_summary_figure_and_config(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = invoke(
+        "toy",
+        "run",
+        "--estimators",
+        "infonce,eqco",
+        "--negatives",
+        "5",
+        "--seeds",
+        "2",
+        "--alpha",
+        "32",
+        "--out",
+        str(out),
+        *TINY,
+    )
+    assert result.exit_code == 0, result.output
+    assert header(out / "curves.csv") == list(CURVE_COLUMNS)
+    assert header(out / "summary.csv") == list(SUMMARY_COLUMNS)
+    curves = rows(out / "curves.csv")
+    assert len(curves) == 2 * 2 * 12  # estimators x seeds x steps
+    assert {row["alpha"] for row in curves if row["estimator"] == "eqco"} == {"32"}
+    assert all(
+        float(row["estimate"]) <= math.log(6) + 1e-5 for row in curves if row["estimator"] == "infonce"
+    )
+    summary = rows(out / "summary.csv")
+    assert [(r["estimator"], r["true_mi"]) for r in summary] == [
+        ("infonce", "1"),
+        ("infonce", "3"),
+        ("eqco", "1"),
+        ("eqco", "3"),
+    ]
+    for row in summary:  # bias = mean - true MI, mse >= bias^2 (mse = bias^2 + variance)
+        assert float(row["bias"]) == pytest.approx(float(row["mean"]) - float(row["true_mi"]), abs=1e-4)
+        assert float(row["mse"]) >= float(row["bias"]) ** 2 - 1e-4
+    config = json.loads((out / "config.json").read_text())
+    assert config["settings"]["steps_per_stage"] == 6 and config["grid"]["seeds"] == [0, 1]
+    assert {"python", "torch", "mitool"} <= set(config["versions"])
+    assert (out / "staircase.png").stat().st_size > 1000
+    assert f"wrote {out / 'staircase.png'}" in result.stdout
+
+
+def test_sweep_interrupted_and_resumed_equals_uninterrupted(tmp_path: Path, monkeypatch) -> None:
+    args = [
+        "toy",
+        "sweep",
+        "--estimators",
+        "infonce,nwj",
+        "--negatives",
+        "2,9",
+        "--critic",
+        "separable,cosine",
+        "--seeds",
+        "2",
+        *TINY,
+    ]
+    whole = tmp_path / "whole"
+    assert invoke(*args, "--out", str(whole)).exit_code == 0
+    assert len(rows(whole / "summary.csv")) == 2 * 2 * 2 * 2  # estimators x K x critics x stages
+    for name in ("bias_vs_k", "std_vs_k", "gradnorm_vs_k", "staircase_separable-K2", "staircase_cosine-K9"):
+        assert (whole / f"{name}.png").is_file()
+
+    real_run_cell = toy.study.run_cell
+    calls = []
+
+    def killed_after_two_cells(*call_args, **call_kwargs):
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the process is killed while the third cell trains
+        calls.append(call_args)
+        return real_run_cell(*call_args, **call_kwargs)
+
+    parts = tmp_path / "parts"
+    monkeypatch.setattr(toy.study, "run_cell", killed_after_two_cells)
+    interrupted = CliRunner().invoke(main, [*args, "--out", str(parts)])
+    assert interrupted.exit_code == 1 and "Aborted" in interrupted.stderr  # click's answer to Ctrl-C
+    monkeypatch.setattr(toy.study, "run_cell", real_run_cell)
+    assert len(list(parts.glob("cells/*/done.json"))) == 2 and not (parts / "summary.csv").exists()
+    finished_before = {p: p.stat().st_mtime_ns for p in parts.glob("cells/*/curves.csv")}
+    resumed = CliRunner().invoke(main, [*args, "--out", str(parts)], catch_exceptions=False)
+    assert resumed.exit_code == 0
+    assert "2 of 4 cells already finished" in resumed.stderr
+    assert all(p.stat().st_mtime_ns == t for p, t in finished_before.items())  # not trained again
+    assert without_rate(rows(parts / "summary.csv")) == without_rate(rows(whole / "summary.csv"))
+
+
+def test_sweep_shared_by_ranks_only_rank_zero_writes_the_summary(tmp_path: Path, monkeypatch) -> None:
+    args = ["toy", "sweep", "--estimators", "dcl", "--negatives", "2,3,4", "--out", str(tmp_path), *TINY]
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    first = invoke(*args)
+    assert first.exit_code == 0 and "rank 1 of 2" in first.stdout
+    assert sorted(p.parent.name for p in tmp_path.glob("cells/*/done.json")) == ["separable-K3"]
+    assert not (tmp_path / "summary.csv").exists()
+    monkeypatch.setenv("RANK", "0")
+    second = invoke(*args)
+    assert second.exit_code == 0
+    assert len(list(tmp_path.glob("cells/*/done.json"))) == 3
+    assert sorted({row["negatives"] for row in rows(tmp_path / "summary.csv")}) == ["2", "3", "4"]
+
+
+def test_resume_with_other_settings_is_refused(tmp_path: Path) -> None:
+    args = ["toy", "sweep", "--estimators", "dcl", "--negatives", "2", "--out", str(tmp_path)]
+    assert invoke(*args, *TINY).exit_code == 0
+    other = CliRunner().invoke(main, [*args, *TINY, "--lr", "0.01"])
+    assert other.exit_code == 2 and "other settings" in other.stderr
+
+
+def test_diverged_runs_are_reported_and_marked(tmp_path: Path) -> None:
+    args = [
+        "--estimators",
+        "dcl,infonce",
+        "--negatives",
+        "3",
+        "--divergence-threshold",
+        "0.05",
+        "--lr",
+        "0.01",
+    ]
+    result = CliRunner().invoke(main, ["toy", "sweep", *args, "--out", str(tmp_path), *TINY])
+    assert result.exit_code == 0, result.output
+    assert "diverged at step" in result.stderr and "last finite estimate" in result.stderr
+    summary = rows(tmp_path / "summary.csv")
+    assert any(int(row["diverged"]) > 0 for row in summary)
+    for row in summary:  # n_seeds + diverged = all seeds; a stage with no seed left has no statistics
+        assert int(row["n_seeds"]) + int(row["diverged"]) == 1
+        assert (row["mean"] == "nan") == (row["n_seeds"] == "0")
+
+
+def test_plot_redraws_from_the_csvs(tmp_path: Path) -> None:
+    first = invoke("toy", "run", "--estimators", "nwj", "--negatives", "3", "--out", str(tmp_path), *TINY)
+    assert first.exit_code == 0
+    (tmp_path / "staircase.png").unlink()
+    result = invoke("toy", "plot", str(tmp_path))
+    assert result.exit_code == 0 and (tmp_path / "staircase.png").stat().st_size > 1000
+
+
+def test_help_of_every_command() -> None:
+    for command in (["toy", "run"], ["toy", "sweep"], ["toy", "plot"], ["toy", "demo"], ["estimate"]):
+        result = invoke(*command, "--help")
+        assert result.exit_code == 0 and "Usage:" in result.output
+    sweep_help = invoke("toy", "sweep", "--help").output
+    for option in (
+        "--estimators",
+        "--critic",
+        "--negatives",
+        "--alpha",
+        "--dim",
+        "--mi",
+        "--steps-per-stage",
+        "--batch-size",
+        "--lr",
+        "--seeds",
+        "--seed",
+        "--transform",
+        "--device",
+        "--out",
+        "--quiet",
+    ):
+        assert option in sweep_help
+
+
+BAD = [
+    (["--negatives", "0"], "--negatives"),
+    (["--negatives", "4,70000"], "--negatives"),
+    (["--negatives", "four"], "--negatives"),
+    (["--alpha", "0"], "--alpha"),
+    (["--alpha", "-3"], "--alpha"),
+    (["--mi", "2,-1"], "--mi"),
+    (["--dim", "0"], "--dim"),
+    (["--estimators", "infonce,magic"], "--estimators"),
+    (["--critic", "resnet"], "--critic"),
+    (["--seeds", "0"], "--seeds"),
+    (["--transform", "square"], "--transform"),
+]
+
+
+@pytest.mark.parametrize(("extra", "option"), BAD)
+def test_bad_input_is_one_line_with_exit_code_2(tmp_path: Path, extra: list[str], option: str) -> None:
+    args = ["toy", "sweep", "--estimators", "infonce", "--negatives", "3", "--out", str(tmp_path), "--quiet"]
+    result = CliRunner().invoke(main, [*args, *extra])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and option in lines[0]
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "cells").exists()

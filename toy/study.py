@@ -1,0 +1,351 @@
+"""The toy MI study: cells of runs, their summary statistics, resumable sweeps shared by ranks.
+
+A *cell* is one critic and one K: every requested bound, EqCo's alpha and every seed at that K are
+trained together as one batched model (:func:`toy.batched.train_vectorised`). A cell writes
+
+* ``curves.csv``: run, estimator, critic, negatives, alpha, seed, step, true_mi, estimate;
+* ``summary.csv``: one row per (estimator, critic, negatives, alpha, true_mi), see :func:`summarize`;
+* ``done.json``: written last; a cell is finished exactly when it exists.
+
+A sweep is a list of cells under ``OUT/cells/<critic>-K<negatives>/``; run again on the same OUT it
+skips finished cells. Under ``torchrun`` (RANK and WORLD_SIZE in the environment) cell number i
+goes to rank i mod WORLD_SIZE; rank 0 waits for every cell and then writes ``OUT/summary.csv``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from toy.batched import ProgressCallback, RunRecord, train_vectorised
+from toy.config import RunSpec, ToySettings, check_alpha, check_critic, check_estimator, check_negatives
+from toy.files import atomic_write_json, read_csv, write_csv
+
+__all__ = [
+    "CURVE_COLUMNS",
+    "SUMMARY_COLUMNS",
+    "Grid",
+    "cell_specs",
+    "distributed_rank",
+    "run_cell",
+    "summarize",
+    "sweep",
+]
+
+CURVE_COLUMNS = ("run", "estimator", "critic", "negatives", "alpha", "seed", "step", "true_mi", "estimate")
+SUMMARY_COLUMNS = (
+    "estimator",
+    "critic",
+    "negatives",
+    "alpha",
+    "true_mi",
+    "n_seeds",
+    "mean",
+    "bias",
+    "std",
+    "mse",
+    "grad_norm",
+    "steps_per_s",
+    "diverged",
+)
+"""The issue's columns, then ``diverged``: how many seeds had diverged by the end of the stage
+(those seeds are left out of n_seeds and of the statistics)."""
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Grid:
+    """What a sweep varies: bounds, critics, K values, EqCo's alpha, and the seeds
+    first_seed, first_seed + 1, ..., first_seed + seeds - 1."""
+
+    estimators: tuple[str, ...]
+    critics: tuple[str, ...]
+    negatives: tuple[int, ...]
+    alpha: float
+    seeds: int
+    first_seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.estimators:
+            raise ValueError("--estimators: give at least one estimator")
+        for name in self.estimators:
+            check_estimator(name)
+        if not self.critics:
+            raise ValueError("--critic: give at least one critic")
+        for name in self.critics:
+            check_critic(name)
+        if not self.negatives:
+            raise ValueError("--negatives: give at least one K")
+        for value in self.negatives:
+            check_negatives(value)
+        check_alpha(self.alpha)
+        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
+            raise ValueError(f"--seeds: the number of seeds must be a whole number >= 1, got {self.seeds!r}")
+        if isinstance(self.first_seed, bool) or not isinstance(self.first_seed, int) or self.first_seed < 0:
+            raise ValueError(f"--seed: the first seed must be a whole number >= 0, got {self.first_seed!r}")
+
+    def cells(self) -> list[tuple[str, int]]:
+        return [(critic, negatives) for critic in self.critics for negatives in self.negatives]
+
+    def as_dict(self) -> dict:
+        return {
+            "estimators": list(self.estimators),
+            "critics": list(self.critics),
+            "negatives": list(self.negatives),
+            "alpha": self.alpha,
+            "seeds": list(range(self.first_seed, self.first_seed + self.seeds)),
+        }
+
+
+def cell_specs(grid: Grid, critic: str, negatives: int) -> list[RunSpec]:
+    """The runs of one cell: every estimator and seed at this critic and K."""
+    return [
+        RunSpec(estimator, critic, negatives, seed, alpha=grid.alpha if estimator == "eqco" else None)
+        for estimator in grid.estimators
+        for seed in range(grid.first_seed, grid.first_seed + grid.seeds)
+    ]
+
+
+def cell_name(critic: str, negatives: int) -> str:
+    return f"{critic}-K{negatives}"
+
+
+def _alpha_text(spec: RunSpec) -> str:
+    return "" if spec.alpha is None else f"{spec.alpha:g}"
+
+
+def summarize(records: Sequence[RunRecord], settings: ToySettings) -> list[list[object]]:
+    """Rows of :data:`SUMMARY_COLUMNS`, one per (estimator, critic, K, alpha, stage).
+
+    Over the seeds that had not diverged by the end of the stage, with the estimates e_t of the
+    last half of the stage pooled over steps and seeds and I the stage's true MI:
+    mean = mean(e), bias = mean - I, std = standard deviation of e (ddof 1), mse = mean((e - I)^2);
+    grad_norm = mean over the whole stage and the seeds of ||grad of the loss w.r.t. the critic's
+    parameters||; steps_per_s = training steps per second of one run (its batched group's rate).
+    """
+    groups: dict[tuple, list[RunRecord]] = {}
+    for record in records:
+        spec = record.spec
+        groups.setdefault((spec.estimator, spec.critic, spec.negatives, _alpha_text(spec)), []).append(record)
+    rows = []
+    for (estimator, critic, negatives, alpha), members in groups.items():
+        for stage in settings.staircase:
+            half = stage.start + stage.steps // 2
+            finished = [r for r in members if r.diverged_step is None or r.diverged_step >= stage.stop]
+            diverged = len(members) - len(finished)
+            if finished:
+                window = np.concatenate([r.estimates[half : stage.stop] for r in finished])
+                mean = float(window.mean())
+                std = float(window.std(ddof=1)) if window.size > 1 else 0.0
+                mse = float(np.mean((window - stage.mi) ** 2))
+                grad = float(np.mean([r.grad_norms[stage.start : stage.stop].mean() for r in finished]))
+                rate = float(
+                    np.mean([settings.total_steps / r.seconds for r in finished if r.seconds > 0] or [0])
+                )
+                values = [mean, mean - stage.mi, std, mse, grad, rate]
+            else:
+                values = [math.nan] * 6
+            rows.append(
+                [estimator, critic, negatives, alpha, f"{stage.mi:g}", len(finished)]
+                + [_number(v) for v in values]
+                + [diverged]
+            )
+    return rows
+
+
+def _number(value: float) -> str:
+    return "nan" if not math.isfinite(value) else f"{value:.6g}"
+
+
+def curve_rows(records: Sequence[RunRecord], settings: ToySettings, first_run: int = 0) -> list[list[object]]:
+    """Rows of :data:`CURVE_COLUMNS`; a diverged run stops at its last recorded step."""
+    true_mi = np.concatenate([np.full(stage.steps, stage.mi) for stage in settings.staircase])
+    rows = []
+    for number, record in enumerate(records, start=first_run):
+        spec = record.spec
+        steps = settings.total_steps if record.diverged_step is None else record.diverged_step
+        fixed = [number, spec.estimator, spec.critic, spec.negatives, _alpha_text(spec), spec.seed]
+        for step in range(steps):
+            rows.append(fixed + [step, f"{true_mi[step]:g}", f"{record.estimates[step]:.6g}"])
+    return rows
+
+
+def run_cell(
+    specs: Sequence[RunSpec],
+    settings: ToySettings,
+    directory: Path,
+    progress: ProgressCallback | None = None,
+    log: Log | None = None,
+) -> list[RunRecord]:
+    """Train one cell and write its curves.csv, summary.csv and (last) done.json into ``directory``."""
+    records = train_vectorised(specs, settings, progress=progress)
+    for record in records:
+        if record.diverged_step is not None and log is not None:
+            log(record.divergence_message())
+    directory.mkdir(parents=True, exist_ok=True)
+    write_csv(directory / "curves.csv", CURVE_COLUMNS, curve_rows(records, settings))
+    write_csv(directory / "summary.csv", SUMMARY_COLUMNS, summarize(records, settings))
+    atomic_write_json(
+        directory / "done.json",
+        {
+            "runs": len(records),
+            "seconds": records[0].seconds if records else 0.0,
+            "diverged": [
+                {"run": r.spec.label(), "step": r.diverged_step, "last_finite": r.last_finite}
+                for r in records
+                if r.diverged_step is not None
+            ],
+        },
+    )
+    return records
+
+
+def versions() -> dict[str, str]:
+    from importlib import metadata
+
+    try:
+        project = metadata.version("mitool")
+    except metadata.PackageNotFoundError:
+        project = "unknown"
+    return {"python": platform.python_version(), "torch": torch.__version__, "mitool": project}
+
+
+def study_config(kind: str, grid: Grid, settings: ToySettings) -> dict:
+    """Everything that fixes the results (``key``), plus the device and the versions."""
+    settings_dict = settings.as_dict()
+    device = settings_dict.pop("device")
+    key_source = json.dumps({"kind": kind, "grid": grid.as_dict(), "settings": settings_dict}, sort_keys=True)
+    return {
+        "kind": kind,
+        "grid": grid.as_dict(),
+        "settings": settings_dict,
+        "device": device,
+        "key": hashlib.sha256(key_source.encode()).hexdigest()[:16],
+        "versions": versions(),
+        "command": " ".join(sys.argv),
+    }
+
+
+def distributed_rank() -> tuple[int, int]:
+    """(RANK, WORLD_SIZE) from the environment that torchrun sets; (0, 1) without it."""
+    try:
+        rank = int(os.environ.get("RANK", "0"))
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        raise ValueError("RANK and WORLD_SIZE must be whole numbers (as torchrun sets them)") from None
+    if world < 1 or not 0 <= rank < world:
+        raise ValueError(f"RANK must be in [0, WORLD_SIZE), got RANK={rank}, WORLD_SIZE={world}")
+    return rank, world
+
+
+def _check_or_write_config(out: Path, config: dict, rank: int) -> None:
+    path = out / "config.json"
+    if path.is_file():
+        try:
+            existing = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            existing = {}
+        if existing.get("key") != config["key"]:
+            raise ValueError(
+                f"--out: {out} holds a sweep with other settings (config.json differs); "
+                "use another --out or the same options to resume"
+            )
+    elif rank == 0:
+        atomic_write_json(path, config)
+
+
+def sweep(
+    out: Path,
+    grid: Grid,
+    settings: ToySettings,
+    progress_factory: Callable[[int], ProgressCallback] | None = None,
+    log: Log | None = None,
+    wait_seconds: float = 7 * 24 * 3600.0,
+    poll_seconds: float = 2.0,
+) -> Path | None:
+    """Run every unfinished cell of this rank, then (rank 0) wait for all cells and write
+    ``OUT/summary.csv``; returns its path on rank 0 and None elsewhere.
+
+    ``progress_factory(total_steps)`` is called once with the number of training steps this rank
+    has to run and returns the progress callback. ``log`` gets one-line messages (divergences,
+    skipped cells).
+    """
+    out = Path(out)
+    rank, world = distributed_rank()
+    out.mkdir(parents=True, exist_ok=True)
+    _check_or_write_config(out, study_config("sweep", grid, settings), rank)
+    cells = grid.cells()
+    mine = [cell for index, cell in enumerate(cells) if index % world == rank]
+    pending = [cell for cell in mine if not (out / "cells" / cell_name(*cell) / "done.json").is_file()]
+    if log is not None and len(pending) < len(mine):
+        log(f"rank {rank}: {len(mine) - len(pending)} of {len(mine)} cells already finished, skipped")
+    progress = progress_factory(len(pending) * settings.total_steps) if progress_factory else None
+    done_before = 0
+    for critic, negatives in pending:
+        cell_progress = None
+        if progress is not None:
+            offset = done_before
+
+            def cell_progress(steps: int, estimate: float, offset: int = offset) -> None:
+                progress(offset + steps, estimate)
+
+        run_cell(
+            cell_specs(grid, critic, negatives),
+            settings,
+            out / "cells" / cell_name(critic, negatives),
+            progress=cell_progress,
+            log=log,
+        )
+        done_before += settings.total_steps
+    if progress is not None:
+        progress(done_before, math.nan)
+    if rank != 0:
+        return None
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        missing = [c for c in cells if not (out / "cells" / cell_name(*c) / "done.json").is_file()]
+        if not missing or time.monotonic() > deadline:
+            break
+        time.sleep(poll_seconds)
+    if missing and log is not None:
+        names = ", ".join(cell_name(*cell) for cell in missing)
+        log(f"summary written without {len(missing)} unfinished cells: {names}")
+    rows: list[list[object]] = []
+    for critic, negatives in cells:
+        path = out / "cells" / cell_name(critic, negatives) / "summary.csv"
+        if path.is_file():
+            rows += [[row[column] for column in SUMMARY_COLUMNS] for row in read_csv(path)]
+    write_csv(out / "summary.csv", SUMMARY_COLUMNS, rows)
+    return out / "summary.csv"
+
+
+def run(
+    out: Path,
+    grid: Grid,
+    settings: ToySettings,
+    progress: ProgressCallback | None = None,
+    log: Log | None = None,
+) -> list[RunRecord]:
+    """One configuration (one critic, one K; several bounds and seeds) over the staircase:
+    OUT/curves.csv, OUT/summary.csv and OUT/config.json."""
+    if len(grid.critics) != 1 or len(grid.negatives) != 1:
+        raise ValueError("toy run takes one --critic and one --negatives value; use toy sweep for lists")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    specs = cell_specs(grid, grid.critics[0], grid.negatives[0])
+    records = run_cell(specs, settings, out, progress=progress, log=log)
+    (out / "done.json").unlink(missing_ok=True)
+    atomic_write_json(out / "config.json", study_config("run", grid, settings))
+    return records
