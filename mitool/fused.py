@@ -42,10 +42,29 @@ from torch import Tensor
 from mitool import bounds
 from mitool.bounds import BoundResult
 
-__all__ = ["DEFAULT_CHUNK_SIZE", "NegativeLogSumExp", "bound_from_negative_logsumexp", "contrastive_bound"]
+__all__ = [
+    "NegativeLogSumExp",
+    "bound_from_negative_logsumexp",
+    "contrastive_bound",
+    "default_chunk_size",
+]
 
-DEFAULT_CHUNK_SIZE = 4096
-"""Negatives per chunk: (B, 4096) fp32 scores of a 256-query batch are 4 MiB."""
+CPU_CHUNK_SCORES = 2**20
+"""On CPU a chunk holds about this many scores (4 MiB in float32, cache-sized): K / chunk matrix
+products of B x chunk. Measured at B = 256, K = 16384: chunks of 2048 to 4096 were fastest."""
+
+DEVICE_CHUNKS = 4
+"""On a GPU the K negatives are split in this many chunks: few kernel launches, and a peak of
+about 1.25 (B, K) float32 buffers (the kept weights and one chunk's scores)."""
+
+
+def default_chunk_size(batch: int, num_negatives: int, device: torch.device) -> int:
+    """Negatives per chunk when ``chunk_size`` is not given: CPU_CHUNK_SCORES // B on CPU,
+    K / DEVICE_CHUNKS (rounded up) elsewhere; at least 1."""
+    if device.type == "cpu":
+        return max(1, min(num_negatives, CPU_CHUNK_SCORES // max(1, batch)))
+    return max(1, -(-num_negatives // DEVICE_CHUNKS))
+
 
 _SMALLEST_SAFE_WEIGHT = 1e-30
 """Below this a softmax weight has lost relative precision (float32 denormals start at 1.2e-38)."""
@@ -129,26 +148,29 @@ class NegativeLogSumExp(torch.autograd.Function):
     @staticmethod
     def forward(ctx, scaled_query: Tensor, negatives: Tensor, chunk_size: int, recompute: bool) -> Tensor:
         num_negatives = negatives.shape[-2]
-        starts = list(range(0, num_negatives, chunk_size))
         chunk_lse = []
+        first_weights = []
         kept_weights = []
-        for start in starts:
+        for start in range(0, num_negatives, chunk_size):
             scores = _chunk_scores(scaled_query, negatives[..., start : start + chunk_size, :])
             weights = torch.softmax(scores, dim=1, dtype=torch.float32)
-            # log p_i0 = s_i0 - lse_i exactly in log space, so lse_i = s_i0 - log p_i0, unless
-            # p_i0 underflowed (s_i0 far below the row's largest score): those rows take the max
-            first_weight = weights[:, 0].clone()  # a copy: a view would keep the chunk alive
-            lse_here = scores[:, 0].float() - torch.log(first_weight)
-            underflow = first_weight < _SMALLEST_SAFE_WEIGHT
-            if bool(underflow.any()):
-                lse_here = torch.where(underflow, torch.logsumexp(scores.float(), dim=1), lse_here)
+            # log p_i0 = s_i0 - lse_i exactly in log space, so lse_i = s_i0 - log p_i0 (checked below)
+            first_weights.append(weights[:, 0].clone())  # a copy: a view would keep the chunk alive
+            chunk_lse.append(scores[:, 0].float() - torch.log(first_weights[-1]))
             del scores
-            chunk_lse.append(lse_here)
             if not recompute:
-                kept_weights.append(
-                    weights if weights.dtype == negatives.dtype else weights.to(negatives.dtype)
-                )
+                kept_weights.append(weights.to(negatives.dtype))
             del weights
+        # where p_i0 underflowed (s_i0 far below the row's largest score) take the chunk's
+        # log-sum-exp directly; one check for all chunks (one device synchronisation)
+        underflow = torch.stack(first_weights, dim=1) < _SMALLEST_SAFE_WEIGHT
+        if bool(underflow.any()):
+            for index in underflow.any(dim=0).nonzero().flatten().tolist():
+                start = index * chunk_size
+                scores = _chunk_scores(scaled_query, negatives[..., start : start + chunk_size, :]).float()
+                chunk_lse[index] = torch.where(
+                    underflow[:, index], torch.logsumexp(scores, dim=1), chunk_lse[index]
+                )
         stacked = torch.stack(chunk_lse, dim=1)
         lse = torch.logsumexp(stacked, dim=1)
         ctx.chunk_size = chunk_size
@@ -229,7 +251,7 @@ def contrastive_bound(
     bound: str = "infonce",
     alpha: float | None = None,
     sigma: float = 0.5,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_size: int | None = None,
     recompute: bool = False,
 ) -> BoundResult:
     """A bound of the InfoNCE family on the scores of embeddings, never building the (B, K) logits.
@@ -248,7 +270,8 @@ def contrastive_bound(
     bound: "infonce", "eqco" (needs ``alpha``: loss log(e^{pos} + (alpha/K) sum e^{neg}) - pos,
     Zhu et al. 2020), "dcl" or "dclw" (Yeh et al. 2021; ``sigma`` is DCLW's weighting width, and
     its weight uses pos * temperature / sigma = similarity / sigma).
-    chunk_size: negatives scored at a time (memory O(B * chunk_size) beyond the kept weights).
+    chunk_size: negatives scored at a time (memory O(B * chunk_size) beyond the kept weights);
+    None: :func:`default_chunk_size` (about 2^20 scores a chunk on CPU, K in 4 on a GPU).
     recompute: False keeps the softmax weights of all chunks for the backward pass (one (B, K)
     buffer in the dtype of the inputs, no second one); True keeps nothing of size (B, K) and
     recomputes each chunk's scores in the backward pass (one more matrix product).
@@ -267,6 +290,8 @@ def contrastive_bound(
     elif alpha is not None:
         raise ValueError(f"alpha is an option of bound 'eqco' only, got alpha={alpha!r} with bound {bound!r}")
     sigma = bounds._check_positive("sigma", sigma)
+    if chunk_size is None:
+        chunk_size = default_chunk_size(query.shape[0], negative_keys.shape[-2], query.device)
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
 

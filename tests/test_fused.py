@@ -13,7 +13,13 @@ import torch
 import torch.nn.functional as F
 
 from mitool import bounds
-from mitool.fused import NegativeLogSumExp, bound_from_negative_logsumexp, contrastive_bound
+from mitool.fused import (
+    CPU_CHUNK_SCORES,
+    NegativeLogSumExp,
+    bound_from_negative_logsumexp,
+    contrastive_bound,
+    default_chunk_size,
+)
 
 TEMPERATURE = 0.2
 OPTIONS = {"infonce": {}, "eqco": {"alpha": 5.0}, "dcl": {}, "dclw": {"sigma": 0.5}}
@@ -109,12 +115,14 @@ def test_chunk_size_does_not_change_the_result(device):
             assert relative_error(got, want) < 1e-5
 
 
-def test_underflowing_first_weight_and_huge_scores(device):
-    """Scores of magnitude ~1e3 whose first negative is ~2e3 below the others: the first softmax
-    weight underflows (the fallback path) and nothing overflows; equal to the plain bound."""
+@pytest.mark.parametrize("bad_negative", [0, 4])
+def test_underflowing_first_weight_and_huge_scores(bad_negative, device):
+    """Scores of magnitude ~1e3 where the first negative of a chunk (chunks of 4) lies ~2e3 below
+    the others: its softmax weight underflows (the fallback path) and nothing overflows; equal to
+    the plain bound."""
     query, positive_key, negatives = (tensor.detach() for tensor in make_embeddings(4, 9, 3, False, device))
     negatives = negatives.clone()
-    negatives[0] = -query.mean(0) / query.mean(0).norm()
+    negatives[bad_negative] = -query.mean(0) / query.mean(0).norm()
     inputs = [tensor.requires_grad_(True) for tensor in (query, positive_key, negatives)]
     temperature = 1e-3
     expected = plain("infonce", *inputs, temperature=temperature)
@@ -124,6 +132,15 @@ def test_underflowing_first_weight_and_huge_scores(device):
     for got, want in zip(gradients(actual, inputs), gradients(expected, inputs), strict=True):
         assert torch.isfinite(got).all()
         assert relative_error(got, want) < 1e-4
+
+
+def test_default_chunk_size():
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    assert default_chunk_size(256, 65536, cpu) == CPU_CHUNK_SCORES // 256
+    assert default_chunk_size(4096, 4095, cpu) * 4096 <= CPU_CHUNK_SCORES
+    assert default_chunk_size(8, 100, cpu) == 100  # never more than K
+    assert default_chunk_size(2**21, 10, cpu) == 1
+    assert default_chunk_size(256, 65537, gpu) == 16385  # K in 4, rounded up
 
 
 def test_negative_logsumexp_against_torch_logsumexp(device):

@@ -1,0 +1,289 @@
+"""Contrastive losses over many negatives: mitool against the usual formulation, forward + backward.
+
+For each (B, K, d), L2-normalised queries q (B, d), positive keys k (B, d) and negatives n (K, d),
+temperature 0.2, one forward and backward pass of:
+
+* ``cat_ce`` (a), the baseline: MoCo v2's formulation, logits = cat([q.k, q @ n.T], 1) / tau and
+  cross_entropy with label 0 (written below in a few lines);
+* ``floor`` (b): the bare matrix products q @ n.T forward and backward, nothing else;
+* ``plain-<bound>``: mitool.bounds on pos = q.k / tau, neg = q @ n.T / tau;
+* ``fused-<bound>``: mitool.fused.contrastive_bound from the embeddings (chunked, 1/tau folded
+  into q, the chunks' softmax weights kept); ``fused-recompute-infonce`` keeps nothing of size
+  (B, K) and recomputes the chunks in the backward pass.
+
+With K > B (a queue) only q requires a gradient, as in MoCo; with K < B (the other samples of a
+batch, SimCLR-style) the negatives require one too. Times are medians of per-pair ratios against
+(a), the pairs interleaved (see bench/harness.py); memory is the peak allocated beyond the inputs
+during one call, against (a)'s.
+
+    python bench/bounds.py --device cpu --json bench/results/bounds_cpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from harness import Progress, environment, interleaved_ratios, peak_extra_bytes, write_json  # noqa: E402
+
+from mitool import bounds  # noqa: E402
+from mitool.fused import contrastive_bound, default_chunk_size  # noqa: E402
+from mitool.runtime import set_threads_to_free_cores  # noqa: E402
+
+SHAPES = ((256, 16384, 128), (256, 65536, 128), (4096, 4095, 128))
+TEMPERATURE = 0.2
+EQCO_ALPHA = 256.0
+BOUNDS = ("infonce", "eqco", "dcl")
+TARGET_TIME = {"cpu": 0.85, "cuda": 0.5}
+TARGET_MEMORY = 0.5
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def cat_cross_entropy(
+    query: torch.Tensor, positive_key: torch.Tensor, negatives: torch.Tensor
+) -> torch.Tensor:
+    """(a): the usual formulation, logits (B, K+1) with the positive in column 0."""
+    positive_logit = torch.einsum("nc,nc->n", query, positive_key).unsqueeze(-1)
+    negative_logits = query @ negatives.T
+    logits = torch.cat([positive_logit, negative_logits], dim=1) / TEMPERATURE
+    labels = torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device)
+    return F.cross_entropy(logits.float(), labels)
+
+
+def plain_bound(name: str) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """mitool.bounds on the scores q.k / tau and q @ n.T / tau."""
+    function = bounds.get(name, alpha=EQCO_ALPHA if name == "eqco" else None)
+
+    def loss(query: torch.Tensor, positive_key: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
+        pos = torch.einsum("nc,nc->n", query, positive_key) / TEMPERATURE
+        neg = query @ negatives.T / TEMPERATURE
+        return function(pos, neg).loss
+
+    return loss
+
+
+def fused_bound(
+    name: str, chunk_size: int | None, recompute: bool = False
+) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """mitool.fused.contrastive_bound on the embeddings."""
+
+    def loss(query: torch.Tensor, positive_key: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
+        return contrastive_bound(
+            query,
+            positive_key,
+            negatives,
+            TEMPERATURE,
+            bound=name,
+            alpha=EQCO_ALPHA if name == "eqco" else None,
+            chunk_size=chunk_size,
+            recompute=recompute,
+        ).loss
+
+    return loss
+
+
+def measure_shape(
+    batch: int,
+    negatives_count: int,
+    dim: int,
+    device: torch.device,
+    dtype: torch.dtype,
+    rounds: int,
+    chunk_size: int | None,
+    progress: Progress,
+) -> dict[str, object]:
+    """Time and memory of every candidate at one (B, K, d); returns the JSON record."""
+    generator = torch.Generator().manual_seed(0)
+    query = F.normalize(torch.randn(batch, dim, generator=generator), dim=1).to(device, dtype)
+    positive_key = F.normalize(torch.randn(batch, dim, generator=generator), dim=1).to(device, dtype)
+    negatives = F.normalize(torch.randn(negatives_count, dim, generator=generator), dim=1).to(device, dtype)
+    negatives_need_grad = negatives_count < batch
+    query.requires_grad_(True)
+    negatives.requires_grad_(negatives_need_grad)
+    score_gradient = torch.randn(batch, negatives_count, generator=generator).to(device, dtype)
+
+    def step(loss_function: Callable[..., torch.Tensor]) -> Callable[[], None]:
+        def run() -> None:
+            query.grad = None
+            negatives.grad = None
+            loss_function(query, positive_key, negatives).backward()
+
+        return run
+
+    def floor() -> None:
+        query.grad = None
+        negatives.grad = None
+        (query @ negatives.T).backward(score_gradient)
+
+    candidates: dict[str, Callable[[], None]] = {"floor": floor}
+    for name in BOUNDS:
+        candidates[f"plain-{name}"] = step(plain_bound(name))
+    for name in BOUNDS:
+        candidates[f"fused-{name}"] = step(fused_bound(name, chunk_size))
+    candidates["fused-recompute-infonce"] = step(fused_bound("infonce", chunk_size, recompute=True))
+    baseline = step(cat_cross_entropy)
+
+    for function in (baseline, *candidates.values()):  # warm-up: kernels, allocator, caches
+        function()
+        function()
+    memory = {"baseline": peak_extra_bytes(baseline, device)}
+    for name, function in candidates.items():
+        memory[name] = peak_extra_bytes(function, device)
+    timing = interleaved_ratios(
+        baseline,
+        candidates,
+        device,
+        rounds,
+        target_seconds=0.02 if device.type == "cuda" else 0.0,
+        progress=progress,
+    )
+    rows = {}
+    for name, figures in timing.items():
+        row = dict(figures)
+        row["peak_extra_bytes"] = memory[name]
+        if memory[name] is not None and memory["baseline"]:
+            row["memory_ratio"] = memory[name] / memory["baseline"]
+        rows[name] = row
+    return {
+        "batch": batch,
+        "negatives": negatives_count,
+        "dim": dim,
+        "dtype": str(dtype).replace("torch.", ""),
+        "negatives_require_grad": negatives_need_grad,
+        "chunk_size": chunk_size or default_chunk_size(batch, negatives_count, device),
+        "rounds": rounds,
+        "baseline": "cat_ce",
+        "candidates": rows,
+    }
+
+
+def targets(records: list[dict[str, object]], device: torch.device) -> list[dict[str, object]]:
+    """For each shape and fused bound: the time and memory targets, met or not, with the figures."""
+    limit = TARGET_TIME.get(device.type, TARGET_TIME["cpu"])
+    verdicts = []
+    for record in records:
+        for name in BOUNDS:
+            row = record["candidates"][f"fused-{name}"]
+            verdicts.append(
+                {
+                    "shape": [record["batch"], record["negatives"], record["dim"]],
+                    "dtype": record["dtype"],
+                    "candidate": f"fused-{name}",
+                    "time_ratio": row["ratio"],
+                    "time_target": limit,
+                    "time_met": row["ratio"] <= limit,
+                    "memory_ratio": row.get("memory_ratio"),
+                    "memory_target": TARGET_MEMORY,
+                    "memory_met": (
+                        row.get("memory_ratio") is not None and row["memory_ratio"] <= TARGET_MEMORY
+                    ),
+                }
+            )
+    return verdicts
+
+
+def print_table(records: list[dict[str, object]]) -> None:
+    for record in records:
+        base_ms = record["candidates"]["baseline"]["seconds"] * 1e3
+        print(
+            f"\nB={record['batch']} K={record['negatives']} d={record['dim']} {record['dtype']}"
+            f" (negatives require grad: {record['negatives_require_grad']}); (a) cat_ce = {base_ms:.2f} ms"
+        )
+        print(f"{'candidate':<26}{'ms':>9}{'time/(a)':>10}{'range':>15}{'peak MiB':>10}{'mem/(a)':>9}")
+        for name, row in record["candidates"].items():
+            label = "(a) cat_ce" if name == "baseline" else ("(b) floor" if name == "floor" else name)
+            spread = f"{row['ratio_low']:.2f}-{row['ratio_high']:.2f}" if "ratio_low" in row else ""
+            peak = row["peak_extra_bytes"]
+            peak_text = f"{peak / 2**20:.1f}" if peak is not None else "n/a"
+            memory_text = f"{row['memory_ratio']:.2f}" if "memory_ratio" in row else ""
+            print(
+                f"{label:<26}{row['seconds'] * 1e3:>9.2f}{row['ratio']:>10.3f}{spread:>15}"
+                f"{peak_text:>10}{memory_text:>9}"
+            )
+
+
+def parse_shapes(text: str) -> list[tuple[int, int, int]]:
+    shapes = []
+    for part in text.split(","):
+        try:
+            batch, negatives_count, dim = (int(value) for value in part.lower().split("x"))
+        except ValueError:
+            raise ValueError(f"--shapes takes BxKxd[,BxKxd...], e.g. 256x16384x128; got {part!r}") from None
+        if min(batch, negatives_count, dim) < 1:
+            raise ValueError(f"--shapes: every size must be >= 1, got {part!r}")
+        shapes.append((batch, negatives_count, dim))
+    return shapes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES), help="embedding dtype")
+    parser.add_argument(
+        "--shapes", default=",".join(f"{b}x{k}x{d}" for b, k, d in SHAPES), help="BxKxd, comma-separated"
+    )
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved pairs per candidate (default 7)")
+    parser.add_argument("--chunk-size", type=int, default=None, help="fused chunk size [mitool default]")
+    parser.add_argument("--json", default=None, help="write the figures to this JSON file")
+    parser.add_argument("--quiet", action="store_true", help="no progress line")
+    args = parser.parse_args(argv)
+
+    try:
+        shapes = parse_shapes(args.shapes)
+        if args.rounds < 1:
+            raise ValueError(f"--rounds must be >= 1, got {args.rounds}")
+        if args.chunk_size is not None and args.chunk_size < 1:
+            raise ValueError(f"--chunk-size must be >= 1, got {args.chunk_size}")
+        device = torch.device(args.device)
+        if device.type not in ("cpu", "cuda"):
+            raise ValueError(f"--device must be cpu or cuda, got {args.device!r}")
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("--device cuda: no CUDA device is available")
+    except (ValueError, RuntimeError) as error:
+        print(f"Error: {error}", file=sys.stderr)
+        return 2
+    threads = set_threads_to_free_cores()
+    dtype = DTYPES[args.dtype]
+    candidates_count = 1 + 2 * len(BOUNDS) + 1
+    progress = Progress(len(shapes) * candidates_count * args.rounds, "bench/bounds.py", args.quiet)
+    records = [
+        measure_shape(b, k, d, device, dtype, args.rounds, args.chunk_size, progress) for b, k, d in shapes
+    ]
+    print_table(records)
+    verdicts = targets(records, device)
+    print("\ntargets (fused vs (a)):")
+    for verdict in verdicts:
+        memory = verdict["memory_ratio"]
+        memory_text = f"{memory:.2f}" if memory is not None else "n/a"
+        print(
+            f"  {'x'.join(map(str, verdict['shape']))} {verdict['candidate']:<14}"
+            f" time {verdict['time_ratio']:.3f} (<= {verdict['time_target']}: "
+            f"{'met' if verdict['time_met'] else 'NOT met'}),"
+            f" memory {memory_text} (<= {TARGET_MEMORY}: {'met' if verdict['memory_met'] else 'NOT met'})"
+        )
+    if args.json:
+        write_json(
+            args.json,
+            {
+                "bench": "bounds",
+                "environment": {**environment(device), "threads": threads},
+                "temperature": TEMPERATURE,
+                "eqco_alpha": EQCO_ALPHA,
+                "records": records,
+                "targets": verdicts,
+            },
+        )
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
