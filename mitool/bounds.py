@@ -42,6 +42,7 @@ __all__ = [
     "dclw",
     "dv",
     "eqco",
+    "from_negative_logsumexp",
     "get",
     "infonce",
     "js",
@@ -106,15 +107,6 @@ def _log_mean_exp(scores: Tensor) -> Tensor:
     return torch.logsumexp(scores.reshape(-1), dim=0) - math.log(scores.numel())
 
 
-def _infonce_family(pos: Tensor, neg_lse: Tensor, log_weight: float) -> tuple[Tensor, Tensor]:
-    """Per-anchor loss lse(pos_i, neg_lse_i + log_weight) - pos_i and the mean NPC multiplier."""
-    denominator = torch.logaddexp(pos, neg_lse + log_weight)
-    per_anchor = denominator - pos
-    # q_B = 1 - e^{pos}/(e^{pos} + w * sum e^{neg}) = 1 - exp(-per_anchor)
-    npc = (-torch.expm1(-per_anchor.detach())).mean()
-    return per_anchor.mean(), npc
-
-
 # ----------------------------------------------------------------------------------------------
 # the InfoNCE family
 
@@ -149,8 +141,7 @@ def infonce(pos: Tensor, neg: Tensor) -> BoundResult:
     the true MI. Shapes: pos (B,), neg (B, K); loss and mi are scalars.
     """
     pos, neg = _check_scores(pos, neg)
-    loss, npc = _infonce_family(pos, torch.logsumexp(neg, dim=1), 0.0)
-    return BoundResult(loss=loss, mi=math.log(neg.shape[1] + 1) - loss, npc=npc)
+    return _from_negative_logsumexp("infonce", pos, torch.logsumexp(neg, dim=1), neg.shape[1])
 
 
 def eqco(pos: Tensor, neg: Tensor, alpha: float) -> BoundResult:
@@ -170,10 +161,7 @@ def eqco(pos: Tensor, neg: Tensor, alpha: float) -> BoundResult:
     """
     alpha = _check_positive("alpha", alpha)
     pos, neg = _check_scores(pos, neg)
-    num_negatives = neg.shape[1]
-    log_weight = 0.0 if alpha == num_negatives else math.log(alpha / num_negatives)
-    loss, npc = _infonce_family(pos, torch.logsumexp(neg, dim=1), log_weight)
-    return BoundResult(loss=loss, mi=math.log(alpha + 1) - loss, npc=npc)
+    return _from_negative_logsumexp("eqco", pos, torch.logsumexp(neg, dim=1), neg.shape[1], alpha=alpha)
 
 
 def dcl(pos: Tensor, neg: Tensor) -> BoundResult:
@@ -189,10 +177,7 @@ def dcl(pos: Tensor, neg: Tensor) -> BoundResult:
     the multiplier DCL removes. Shapes: pos (B,), neg (B, K); loss and mi are scalars.
     """
     pos, neg = _check_scores(pos, neg)
-    neg_lse = torch.logsumexp(neg, dim=1)
-    loss = (neg_lse - pos).mean()
-    npc = torch.sigmoid((neg_lse - pos).detach()).mean()
-    return BoundResult(loss=loss, mi=math.log(neg.shape[1]) - loss, npc=npc)
+    return _from_negative_logsumexp("dcl", pos, torch.logsumexp(neg, dim=1), neg.shape[1])
 
 
 def dclw(pos: Tensor, neg: Tensor, sigma: float = 0.5, temperature: float = 1.0) -> BoundResult:
@@ -210,12 +195,61 @@ def dclw(pos: Tensor, neg: Tensor, sigma: float = 0.5, temperature: float = 1.0)
     sigma = _check_positive("sigma", sigma)
     temperature = _check_positive("temperature", temperature)
     pos, neg = _check_scores(pos, neg)
-    weight = 2.0 - pos.shape[0] * torch.softmax(pos.detach() * (temperature / sigma), dim=0)
     neg_lse = torch.logsumexp(neg, dim=1)
-    loss = (neg_lse - weight * pos).mean()
-    unweighted = neg_lse - pos
-    mi = math.log(neg.shape[1]) - unweighted.mean()
-    return BoundResult(loss=loss, mi=mi, npc=torch.sigmoid(unweighted.detach()).mean())
+    return _from_negative_logsumexp("dclw", pos, neg_lse, neg.shape[1], sigma=sigma, temperature=temperature)
+
+
+def _from_negative_logsumexp(
+    name: str,
+    pos: Tensor,
+    neg_lse: Tensor,
+    num_negatives: int,
+    alpha: float | None = None,
+    sigma: float = 0.5,
+    temperature: float = 1.0,
+) -> BoundResult:
+    """The one place where the InfoNCE family's formulas are written (arguments already checked)."""
+    if name in ("infonce", "eqco"):
+        weight = float(num_negatives) if alpha is None else alpha
+        log_weight = 0.0 if weight == num_negatives else math.log(weight / num_negatives)
+        per_anchor = torch.logaddexp(pos, neg_lse + log_weight) - pos
+        loss = per_anchor.mean()
+        # q_B = 1 - e^{pos} / (e^{pos} + w sum_k e^{neg_k}) = 1 - exp(-per_anchor)
+        npc = (-torch.expm1(-per_anchor.detach())).mean()
+        return BoundResult(loss=loss, mi=math.log(weight + 1) - loss, npc=npc)
+    decoupled = neg_lse - pos
+    mi = math.log(num_negatives) - decoupled.mean()
+    npc = torch.sigmoid(decoupled.detach()).mean()  # InfoNCE's q_B at the same scores
+    if name == "dcl":
+        return BoundResult(loss=decoupled.mean(), mi=mi, npc=npc)
+    weight = 2.0 - pos.shape[0] * torch.softmax(pos.detach() * (temperature / sigma), dim=0)
+    return BoundResult(loss=(neg_lse - weight * pos).mean(), mi=mi, npc=npc)
+
+
+def from_negative_logsumexp(
+    name: str, pos: Tensor, neg_lse: Tensor, num_negatives: int, **options: float
+) -> BoundResult:
+    """A bound of the InfoNCE family from the positives and the log-sum-exp of the negatives.
+
+    Every bound of the family depends on the K negatives of anchor i only through
+    lse_i = log sum_k e^{neg_ik}, so ``from_negative_logsumexp(name, pos, logsumexp(neg, 1), K,
+    **options)`` equals ``get(name, **options)(pos, neg)``. Chunked or fused computations of lse
+    (:mod:`mitool.fused`) use this to reach the same formulas. ``name`` is one of
+    :data:`INFONCE_FAMILY`; pos and neg_lse have shape (B,); num_negatives is K >= 1; options as
+    for :func:`get` (alpha for eqco; sigma and temperature for dclw).
+    """
+    if name not in INFONCE_FAMILY:
+        raise ValueError(f"name must be one of {', '.join(INFONCE_FAMILY)}, got {name!r}")
+    if isinstance(num_negatives, bool) or not isinstance(num_negatives, int) or num_negatives < 1:
+        raise ValueError(f"num_negatives (K) must be an integer >= 1, got {num_negatives!r}")
+    if not isinstance(neg_lse, Tensor) or neg_lse.dim() != 1:
+        raise ValueError(
+            f"neg_lse must be a tensor of shape (B,), got {getattr(neg_lse, 'shape', neg_lse)!r}"
+        )
+    pos, neg_lse_column = _check_scores(pos, neg_lse.unsqueeze(1))
+    return _from_negative_logsumexp(
+        name, pos, neg_lse_column.squeeze(1), num_negatives, **_check_options(name, options)
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -376,18 +410,7 @@ def get(name: str, **options: float) -> Callable[[Tensor, Tensor], BoundResult]:
     :class:`Mine` with its own moving average. Options a bound does not take are ignored when
     they are None and rejected otherwise.
     """
-    if name not in _FUNCTIONS:
-        raise ValueError(f"unknown bound {name!r}; valid names: {', '.join(NAMES)}")
-    allowed = _OPTIONS[name]
-    given = {key: value for key, value in options.items() if value is not None}
-    unknown = sorted(set(given) - set(allowed))
-    if unknown:
-        accepted = ", ".join(allowed) if allowed else "none"
-        raise ValueError(f"bound {name!r} takes no option {', '.join(unknown)}; its options: {accepted}")
-    if name == "eqco" and "alpha" not in given:
-        raise ValueError("bound 'eqco' needs alpha (> 0), e.g. get('eqco', alpha=256)")
-    for key, value in given.items():
-        _check_positive(key, value)
+    given = _check_options(name, options)
     function = _FUNCTIONS[name]
     if name == "mine":
         return Mine(**given)
@@ -400,3 +423,18 @@ def get(name: str, **options: float) -> Callable[[Tensor, Tensor], BoundResult]:
     bound.__name__ = name
     bound.__doc__ = function.__doc__
     return bound
+
+
+def _check_options(name: str, options: dict[str, float | None]) -> dict[str, float]:
+    """The options of bound ``name`` that are not None, checked (known, > 0, alpha for eqco)."""
+    if name not in _FUNCTIONS:
+        raise ValueError(f"unknown bound {name!r}; valid names: {', '.join(NAMES)}")
+    allowed = _OPTIONS[name]
+    given = {key: value for key, value in options.items() if value is not None}
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        accepted = ", ".join(allowed) if allowed else "none"
+        raise ValueError(f"bound {name!r} takes no option {', '.join(unknown)}; its options: {accepted}")
+    if name == "eqco" and "alpha" not in given:
+        raise ValueError("bound 'eqco' needs alpha (> 0), e.g. get('eqco', alpha=256)")
+    return {key: _check_positive(key, value) for key, value in given.items()}

@@ -334,3 +334,19 @@ def test_registry_names_and_errors() -> None:
 def test_bad_arguments_raise_value_error_naming_them(call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()
+
+
+@pytest.mark.parametrize(
+    ("name", "options"), [("infonce", {}), ("eqco", {"alpha": 5.0}), ("dcl", {}), ("dclw", {"sigma": 0.3})]
+)
+def test_family_from_negative_logsumexp_equals_the_plain_bound(name: str, options: dict) -> None:
+    pos, neg = random_scores(11, 23, seed=15)
+    plain = bounds.get(name, **options)(pos, neg)
+    reduced = bounds.from_negative_logsumexp(name, pos, torch.logsumexp(neg, dim=1), 23, **options)
+    for field in ("loss", "mi", "npc"):
+        expected = getattr(plain, field).item()
+        assert getattr(reduced, field).item() == pytest.approx(expected, rel=1e-6, abs=1e-7)
+    with pytest.raises(ValueError, match="name must be one of infonce, eqco, dcl, dclw"):
+        bounds.from_negative_logsumexp("nwj", pos, neg[:, 0], 23)
+    with pytest.raises(ValueError, match="num_negatives"):
+        bounds.from_negative_logsumexp(name, pos, neg[:, 0], 0, **options)
