@@ -63,7 +63,9 @@ def run_part(script: str, arguments: list[str], json_path: str, seconds: float) 
     path = os.path.join(BENCH, script)
     if not os.path.exists(path):
         return "missing", 0.0, f"{os.path.relpath(path, ROOT)} does not exist yet"
-    command = [sys.executable, path, *arguments, "--json", json_path, "--quiet"]
+    with open(path) as source:
+        takes_quiet = '"--quiet"' in source.read()
+    command = [sys.executable, path, *arguments, "--json", json_path, *(["--quiet"] if takes_quiet else [])]
     start = time.perf_counter()
     try:
         completed = subprocess.run(

@@ -169,14 +169,22 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(2)
     )
     progress = Progress(len(methods) * args.rounds, "bench/step.py", args.quiet)
-    records = {}
+    records: dict[str, dict[str, object]] = {}
+    errors: dict[str, str] = {}
     for method in methods:
-        step = method_step(method, arch, views, precision, small_stem, args.compile, args.queue)
-        bare = bare_backbone_step(arch, views, method != "simclr", precision, small_stem, args.compile)
-        for _ in range(args.warmup):
-            step()
-            bare()
-        timing = interleaved_ratios(bare, {method: step}, device, args.rounds, progress=progress)
+        try:
+            step = method_step(method, arch, views, precision, small_stem, args.compile, args.queue)
+            bare = bare_backbone_step(arch, views, method != "simclr", precision, small_stem, args.compile)
+            for _ in range(args.warmup):
+                step()
+                bare()
+            timing = interleaved_ratios(bare, {method: step}, device, args.rounds, progress=progress)
+        except (ValueError, RuntimeError) as error:  # one method failing leaves the others measured
+            errors[method] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+            print(f"{method}: {errors[method]}", file=sys.stderr)
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            continue
         ratio = timing[method]["ratio"]
         records[method] = {
             "method_seconds": timing[method]["seconds"],
@@ -199,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"\none pretraining step against the bare backbone ({title})")
     print(f"{'method':<8}{'images/s':>10}{'bare images/s':>15}{'overhead %':>12}{'range %':>16}")
+    for method, message in errors.items():
+        print(f"{method:<8}failed: {message}")
     for method, row in records.items():
         spread = f"{100 * (row['ratio_low'] - 1):.0f} to {100 * (row['ratio_high'] - 1):.0f}"
         print(
@@ -221,10 +231,11 @@ def main(argv: list[str] | None = None) -> int:
                 "rounds": args.rounds,
                 "target_overhead_percent_gpu": 10.0,
                 "methods": records,
+                "errors": errors,
             },
         )
         print(f"wrote {args.json}")
-    return 0
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# The GPU parts of the benchmark suite and the CUDA test run, within 8 minutes, on one CUDA machine.
+#
+#   bash bench/gpu_check.sh            (from the repository root or anywhere)
+#
+# Parts, in order of importance (each under `timeout`, each allowed to fail without stopping the
+# others; a shared deadline skips what no longer fits):
+#   1. the test suite on CUDA:   MITOOL_TEST_DEVICE=cuda pytest -q -x (tests/test_fused.py first)
+#   2. bench/bounds.py --device cuda, fp32 and bf16 embeddings (and fp32 with the fused loss in
+#      one chunk, to compare with the default four)
+#   3. bench/step.py --device cuda: resnet50, 224 px, batch 256, bf16, channels_last, each method
+#      next to the bare backbone
+#   4. a short `mitool vision pretrain` (bf16, resnet50, synthetic data at 224 px) of each method
+#   5. bench/data.py --device cuda, bench/toy_speed.py --device cuda
+#   6. bench/step.py --compile (moco only), if time is left
+# Everything is printed; the log and the JSON files go to $OUT when it is set (else to
+# bench/results/gpu/). Python: $PY if set, else .venv/bin/python if its torch sees CUDA, else python3.
+# Environment knobs: GPU_CHECK_BUDGET (seconds, default 465), PY, OUT, GPU_CHECK_REHEARSAL=1 (below).
+set -u
+
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$(pwd)
+BUDGET=${GPU_CHECK_BUDGET:-465}
+DESTINATION=${OUT:-$ROOT/bench/results/gpu}
+mkdir -p "$DESTINATION" || DESTINATION=$(mktemp -d)
+LOG="$DESTINATION/gpu_check.log"
+SCRATCH=$(mktemp -d)
+: >"$LOG"
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+
+say() { echo "$*" | tee -a "$LOG"; }
+
+python_with_cuda() {
+    "$1" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1
+}
+
+if [ -n "${PY:-}" ]; then
+    :
+elif [ -x "$ROOT/.venv/bin/python" ] && python_with_cuda "$ROOT/.venv/bin/python"; then
+    PY="$ROOT/.venv/bin/python"
+else
+    PY=python3
+fi
+
+SUMMARY=()
+part() {
+    # part NAME SECONDS COMMAND...: run COMMAND under timeout, at most SECONDS and never past the budget
+    local name=$1 wanted=$2
+    shift 2
+    local left=$((BUDGET - SECONDS))
+    local limit=$((wanted < left - 5 ? wanted : left - 5))
+    if [ "$limit" -lt 15 ]; then
+        say "=== $name: skipped, $left s left of the budget"
+        SUMMARY+=("$name: skipped (out of time)")
+        return 0
+    fi
+    say ""
+    say "=== $name (limit ${limit} s, $((SECONDS)) s elapsed): $*"
+    local started=$SECONDS
+    timeout -k 10 "$limit" "$@" 2>&1 | tee -a "$LOG"
+    local status=${PIPESTATUS[0]}
+    local verdict="ok"
+    if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+        verdict="TIMED OUT"
+    elif [ "$status" -ne 0 ]; then
+        verdict="FAILED (exit $status)"
+    fi
+    SUMMARY+=("$name: $verdict in $((SECONDS - started)) s")
+    say "=== $name: $verdict"
+    return 0
+}
+
+bench_script() {
+    # bench_script NAME SECONDS SCRIPT ARGS...: a bench script, or a note when it does not exist yet
+    local name=$1 wanted=$2 script=$3
+    shift 3
+    if [ ! -f "$ROOT/bench/$script" ]; then
+        say "=== $name: bench/$script does not exist; skipped"
+        SUMMARY+=("$name: missing (bench/$script)")
+        return 0
+    fi
+    part "$name" "$wanted" "$PY" "$ROOT/bench/$script" "$@"
+}
+
+say "gpu_check: $(date -u +%Y-%m-%dT%H:%M:%SZ), python $PY, budget $BUDGET s, output in $DESTINATION"
+"$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")' 2>&1 | tee -a "$LOG"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee -a "$LOG" || true
+
+# GPU_CHECK_REHEARSAL=1 runs the same parts on the CPU at toy sizes: a check of this script itself.
+DEVICE=cuda ARCH=resnet50 SIZE=224 BATCH=256 PRETRAIN_BATCH=64 WORKERS=6
+SHAPES=(--shapes 256x16384x128,256x65536x128,4096x4095x128)
+ONE_CHUNK=(--shapes 256x65536x128,4096x4095x128 --chunk-size 65536)
+TWO_CHUNKS=(--shapes 256x65536x128 --chunk-size 32768)
+if [ "${GPU_CHECK_REHEARSAL:-0}" = 1 ]; then
+    DEVICE=cpu ARCH=small-cnn SIZE=32 BATCH=32 PRETRAIN_BATCH=32 WORKERS=1
+    SHAPES=(--shapes 64x1024x32 --rounds 2)
+    ONE_CHUNK=(--shapes 64x1024x32 --rounds 2 --chunk-size 1024)
+    TWO_CHUNKS=(--shapes 64x1024x32 --rounds 2 --chunk-size 512)
+fi
+
+part "tests-fused-$DEVICE" 40 env MITOOL_TEST_DEVICE=$DEVICE "$PY" -m pytest -q -p no:cacheprovider "$ROOT/tests/test_fused.py"
+if [ "${GPU_CHECK_REHEARSAL:-0}" != 1 ]; then
+    part "tests-$DEVICE" 120 env MITOOL_TEST_DEVICE=$DEVICE "$PY" -m pytest -q -x -p no:cacheprovider "$ROOT/tests"
+fi
+bench_script bounds-fp32 50 bounds.py --device $DEVICE --dtype float32 "${SHAPES[@]}" --quiet \
+    --json "$DESTINATION/bounds_${DEVICE}_fp32.json"
+bench_script bounds-bf16 40 bounds.py --device $DEVICE --dtype bfloat16 "${SHAPES[@]}" --quiet \
+    --json "$DESTINATION/bounds_${DEVICE}_bf16.json"
+bench_script bounds-one-chunk 30 bounds.py --device $DEVICE "${ONE_CHUNK[@]}" --quiet \
+    --json "$DESTINATION/bounds_${DEVICE}_one_chunk.json"
+bench_script bounds-two-chunks 25 bounds.py --device $DEVICE "${TWO_CHUNKS[@]}" --quiet
+bench_script step-bf16 100 step.py --device $DEVICE --arch $ARCH --image-size $SIZE --batch-size $BATCH \
+    --precision bf16 --rounds 5 --quiet --json "$DESTINATION/step_${DEVICE}.json"
+for method in moco simo simclr; do
+    part "pretrain-$method" 30 "$PY" -m cli.main vision pretrain --method "$method" --dataset synthetic \
+        --synthetic-size 512 --image-size $SIZE --arch $ARCH --batch-size $PRETRAIN_BATCH --max-steps 8 \
+        --log-every 2 --knn-every 0 --device $DEVICE --precision bf16 --workers $WORKERS --quiet \
+        --out "$SCRATCH/pretrain-$method"
+done
+bench_script data 40 data.py --device $DEVICE --workers $((WORKERS + 2)) --quiet --json "$DESTINATION/data_${DEVICE}.json"
+bench_script toy-speed 35 toy_speed.py --device $DEVICE --json "$DESTINATION/toy_speed_${DEVICE}.json"
+bench_script step-compile 80 step.py --device $DEVICE --arch $ARCH --image-size $SIZE --batch-size $BATCH \
+    --precision bf16 --methods moco --compile --rounds 3 --quiet --json "$DESTINATION/step_${DEVICE}_compile.json"
+
+rm -rf "$SCRATCH"
+say ""
+say "gpu_check summary ($SECONDS s):"
+for line in "${SUMMARY[@]}"; do
+    say "  $line"
+done
+exit 0
