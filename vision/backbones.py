@@ -59,10 +59,10 @@ class SmallCNN(nn.Module):
 class SplitBatchNorm2d(nn.BatchNorm2d):
     """BatchNorm over ``num_splits`` separate slices of the batch (Wu et al.'s MoCo CIFAR demo).
 
-    In training, a batch of N = S * n images is normalised as S independent groups of n images
-    (each with its own mean and variance), which on one device reproduces the per-GPU statistics
-    of S GPUs: the key encoder then cannot use the batch statistics to cheat once the keys are
-    shuffled across groups. Running statistics are the mean over the groups; evaluation is a
+    In training, a batch of N = S * n images is normalised as S independent groups of n
+    consecutive images (each with its own mean and variance), which on one device reproduces the
+    per-GPU statistics of S GPUs: the key encoder then cannot use the batch statistics to cheat
+    once the keys are shuffled across groups. Running statistics are the mean over the groups; evaluation is a
     plain BatchNorm2d. N must be divisible by S.
     """
 
@@ -80,7 +80,13 @@ class SplitBatchNorm2d(nn.BatchNorm2d):
             )
         running_mean = self.running_mean.repeat(self.num_splits)
         running_var = self.running_var.repeat(self.num_splits)
-        grouped = inputs.reshape(batch // self.num_splits, channels * self.num_splits, height, width)
+        # group s = images s*n .. s*n + n - 1; it becomes channels s*C .. s*C + C - 1 of n images
+        per_group = batch // self.num_splits
+        grouped = (
+            inputs.reshape(self.num_splits, per_group, channels, height, width)
+            .transpose(0, 1)
+            .reshape(per_group, self.num_splits * channels, height, width)
+        )
         outputs = F.batch_norm(
             grouped,
             running_mean,
@@ -90,7 +96,12 @@ class SplitBatchNorm2d(nn.BatchNorm2d):
             True,
             self.momentum,
             self.eps,
-        ).reshape(batch, channels, height, width)
+        )
+        outputs = (
+            outputs.reshape(per_group, self.num_splits, channels, height, width)
+            .transpose(0, 1)
+            .reshape(batch, channels, height, width)
+        )
         with torch.no_grad():
             self.running_mean.copy_(running_mean.view(self.num_splits, channels).mean(dim=0))
             self.running_var.copy_(running_var.view(self.num_splits, channels).mean(dim=0))

@@ -19,11 +19,13 @@ Gathers (B local rows on each of W ranks -> W*B rows, rank 0's rows first):
 from __future__ import annotations
 
 import datetime
+import inspect
 import os
 
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
 
 __all__ = [
     "CrossRankBatchNorm",
@@ -34,6 +36,7 @@ __all__ = [
     "rank",
     "setup",
     "synchronise_batch_norm",
+    "wrap_for_data_parallel",
     "world_size",
 ]
 
@@ -142,9 +145,10 @@ class CrossRankBatchNorm(nn.modules.batchnorm._BatchNorm):
         if not (self.training and is_distributed()):
             return super().forward(inputs)
         channels = inputs.shape[1]
-        flat = inputs.float().transpose(0, 1).reshape(channels, -1)
+        # sums in float64: E[x^2] - mean^2 loses digits in float32 when |mean| >> std
+        flat = inputs.double().transpose(0, 1).reshape(channels, -1)
         local = torch.cat([flat.sum(dim=1), (flat * flat).sum(dim=1)])
-        count = torch.tensor([float(flat.shape[1])], device=inputs.device)
+        count = torch.tensor([float(flat.shape[1])], device=inputs.device, dtype=torch.float64)
         dist.all_reduce(count)
         total = all_reduce_sum_with_grad(local)
         mean = total[:channels] / count
@@ -155,11 +159,26 @@ class CrossRankBatchNorm(nn.modules.batchnorm._BatchNorm):
             self.running_mean.lerp_(mean.detach().to(self.running_mean.dtype), self.momentum)
             self.running_var.lerp_(unbiased.detach().to(self.running_var.dtype), self.momentum)
         shape = (1, channels) + (1,) * (inputs.dim() - 2)
-        scale = torch.rsqrt(variance + self.eps)
+        scale = torch.rsqrt(variance + self.eps).float()
+        mean = mean.float()
         if self.affine:
             scale = scale * self.weight
         shift = -mean * scale + (self.bias if self.affine else 0)
         return (inputs.float() * scale.view(shape) + shift.view(shape)).to(inputs.dtype)
+
+
+def wrap_for_data_parallel(model: nn.Module, device: torch.device) -> nn.Module:
+    """``model`` in DistributedDataParallel when several processes run (gradients averaged over
+    ranks in backward; buffers such as BN statistics and the queue are not re-broadcast at each
+    forward, the methods keep them consistent themselves); ``model`` itself otherwise."""
+    if not is_distributed():
+        return model
+    device_ids = [device.index] if device.type == "cuda" else None
+    parameters = inspect.signature(DistributedDataParallel.__init__).parameters
+    no_forward_sync = {"forward_sync_buffers": False} if "forward_sync_buffers" in parameters else {}
+    return DistributedDataParallel(
+        model, device_ids=device_ids, **(no_forward_sync or {"broadcast_buffers": False})
+    )
 
 
 def synchronise_batch_norm(module: nn.Module, device: torch.device) -> nn.Module:
@@ -178,10 +197,9 @@ def _convert_to_cross_rank(module: nn.Module) -> nn.Module:
         converted = CrossRankBatchNorm(
             module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats
         )
-        if module.affine:
-            with torch.no_grad():
-                converted.weight.copy_(module.weight)
-                converted.bias.copy_(module.bias)
+        if module.affine:  # the same Parameter objects: requires_grad (False in key encoders) is kept
+            converted.weight = module.weight
+            converted.bias = module.bias
         converted.running_mean = module.running_mean
         converted.running_var = module.running_var
         converted.num_batches_tracked = module.num_batches_tracked

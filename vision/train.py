@@ -45,7 +45,6 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
-from torch.nn.parallel import DistributedDataParallel
 
 from vision import checkpoint as checkpoints
 from vision import distributed
@@ -259,8 +258,7 @@ def pretrain(config: PretrainConfig, resume: bool = False, progress: bool = True
         epoch, step, batches_done = saved["epoch"], saved["step"], saved["data_order"]["batches_done"]
     step_model: nn.Module = model
     if world > 1:
-        device_ids = [device.index] if device.type == "cuda" else None
-        step_model = DistributedDataParallel(model, device_ids=device_ids, broadcast_buffers=False)
+        step_model = distributed.wrap_for_data_parallel(model, device)
     if config.compile:
         step_model = torch.compile(step_model)
 

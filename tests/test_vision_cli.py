@@ -1,0 +1,128 @@
+"""``mitool vision`` end to end on tiny data, and its answers to bad input: exit code 2 and one
+``Error:`` line, no traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from PIL import Image
+
+from cli.main import main
+from vision.data import UnreadableImagesWarning
+
+TINY = ["--arch", "small-cnn", "--image-size", "16", "--batch-size", "8", "--workers", "0", "--quiet"]
+
+
+def _run(*arguments: str):
+    return CliRunner().invoke(main, ["vision", *arguments])
+
+
+def _assert_one_line_error(result, *fragments: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = [line for line in result.output.strip().splitlines() if line.startswith("Error:")]
+    assert len(lines) == 1, result.output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def _image_folder(root, corrupt: bool) -> str:
+    """Two classes of eight 20-pixel PNG images under train/ and val/; one corrupt JPEG in train."""
+    generator = np.random.default_rng(0)
+    for split in ("train", "val"):
+        for label in range(2):
+            folder = root / split / f"class{label}"
+            folder.mkdir(parents=True)
+            for index in range(8):
+                pixels = generator.integers(0, 80, (20, 20, 3)) + 150 * label
+                Image.fromarray(pixels.astype(np.uint8)).save(folder / f"{index}.png")
+    if corrupt:
+        (root / "train" / "class0" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
+    return str(root)
+
+
+def test_pretrain_knn_linear_and_plot_end_to_end(tmp_path) -> None:
+    out = str(tmp_path / "run")
+    result = _run("pretrain", "--method", "simo", "--negatives", "4", "--dataset", "synthetic",
+                  "--synthetic-size", "32", "--epochs", "2", "--knn-every", "1", "--log-every", "1",
+                  "--out", out, *TINY)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
+    assert (
+        sum("loss" in record for record in records) == 8
+        and sum("knn_top1" in record for record in records) == 2
+    )
+    checkpoint = os.path.join(out, "checkpoint.pt")
+    result = _run("knn", "--checkpoint", checkpoint, "--workers", "0", "--quiet", "--json")
+    assert result.exit_code == 0, result.output
+    knn = json.loads(result.output)
+    assert knn["knn_top1"] == pytest.approx(records[-1]["knn_top1"]) and knn["query_size"] == 32
+    result = _run("linear", "--checkpoint", checkpoint, "--out", str(tmp_path / "linear"), "--epochs", "2",
+                  "--no-augment", "--workers", "0", "--quiet", "--json", "--lr", "0.5")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    linear = json.loads(result.output)
+    assert 0 <= linear["top1"] <= linear["top5"] <= 1 and linear["epochs"] == 2
+    linear_options = ["--no-augment", "--workers", "0", "--quiet", "--json", "--lr", "0.5", "--resume"]
+    result = _run("linear", "--checkpoint", checkpoint, "--out", str(tmp_path / "linear"), "--epochs", "3",
+                  *linear_options)  # fmt: skip
+    assert result.exit_code == 2 and "epochs differs" in result.output
+    result = _run("plot", out)
+    assert result.exit_code == 0 and os.path.getsize(os.path.join(out, "curves.png")) > 1000
+
+
+def test_a_corrupt_jpeg_in_an_image_folder_is_skipped_and_counted(tmp_path) -> None:
+    data = _image_folder(tmp_path / "images", corrupt=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = _run("pretrain", "--method", "simclr", "--dataset", "imagefolder", "--data", data,
+                      "--epochs", "1", "--knn-every", "1", "--out", str(tmp_path / "run"), *TINY)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    messages = [str(w.message) for w in caught if issubclass(w.category, UnreadableImagesWarning)]
+    assert messages and all("skipped 1 unreadable image" in m and "broken.jpg" in m for m in messages)
+    state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
+    assert state["step"] == 2  # 17 files, 16 readable, batch 8: both batches trained
+
+
+def test_missing_or_empty_dataset_directories_are_clear_errors(tmp_path) -> None:
+    (tmp_path / "empty" / "train").mkdir(parents=True)
+    for directory in (str(tmp_path / "missing"), str(tmp_path / "empty")):
+        result = _run(
+            "pretrain", "--dataset", "imagefolder", "--data", directory, "--out", str(tmp_path / "o"), *TINY
+        )
+        _assert_one_line_error(result, directory)
+    assert not os.path.exists(tmp_path / "o" / "checkpoint.pt")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "fragments"),
+    [
+        (["--method", "simclr", "--negatives", "16"], ["negatives does not apply to simclr"]),
+        (["--loss", "infonce", "--alpha", "3"], ["alpha applies to the eqco loss only"]),
+        (["--batch-size", "1"], ["batch_size must be >= 2"]),
+        (["--temperature", "0"], ["temperature must be > 0"]),
+        (["--method", "simo", "--negatives", "40"], ["negatives (40) must be < batch_size (8)"]),
+        (["--method", "moco", "--bn-splits", "3"], ["multiple of bn_splits (3)"]),
+        (["--key-momentum", "1.5"], ["key_momentum must be in [0, 1)"]),
+        (["--method", "byol"], ["Invalid value for '--method'"]),
+        (["--precision", "fp16"], ["fp16 needs device cuda"]),
+    ],
+)
+def test_bad_pretrain_options_give_exit_code_2_and_one_line(tmp_path, arguments, fragments) -> None:
+    options = ["--dataset", "synthetic", "--synthetic-size", "32", "--out", str(tmp_path / "run"), *TINY]
+    _assert_one_line_error(_run("pretrain", *options, *arguments), *fragments)
+
+
+def test_bad_evaluation_inputs_give_exit_code_2_and_one_line(tmp_path) -> None:
+    broken = tmp_path / "checkpoint.pt"
+    broken.write_bytes(b"PK\x03\x04 half a zip file")
+    _assert_one_line_error(_run("knn", "--checkpoint", str(broken)), "truncated or not a mitool checkpoint")
+    _assert_one_line_error(_run("knn", "--checkpoint", str(tmp_path / "none.pt")), "checkpoint not found")
+    result = _run("linear", "--checkpoint", str(broken), "--out", str(tmp_path / "l"), "--milestones", "6O")
+    _assert_one_line_error(result, "--milestones must be comma-separated")
+    _assert_one_line_error(_run("plot", str(tmp_path)), "no metrics.jsonl")

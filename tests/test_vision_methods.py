@@ -1,0 +1,212 @@
+"""The three methods on tiny inputs: scores against plain implementations, queue and sampling
+invariants, BatchNorm variants, backbones, and every method x bound learning on synthetic images."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mitool import bounds
+from vision.backbones import SplitBatchNorm2d, build_backbone
+from vision.common import momentum_update, query_key_scores
+from vision.config import PretrainConfig, build_method, resolve_defaults
+from vision.data import SyntheticImages
+from vision.moco import MoCo
+from vision.simclr import in_batch_scores
+from vision.simo import sample_negative_indices
+
+CPU = torch.device("cpu")
+
+
+def _synthetic_images(count: int = 256, size: int = 16) -> torch.Tensor:
+    dataset = SyntheticImages("train", size=count, image_size=size, channels=3)
+    arrays = [torch.from_numpy(dataset.image_array(i)).permute(2, 0, 1) for i in range(count)]
+    return (torch.stack(arrays).float() / 255 - 0.5) / 0.22
+
+
+IMAGES = _synthetic_images()
+
+
+def _two_views(generator: torch.Generator, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two views of the same random images: independent shifts of up to 2 pixels plus noise."""
+    images = IMAGES[torch.randint(0, IMAGES.shape[0], (batch,), generator=generator)]
+
+    def view() -> torch.Tensor:
+        shift = torch.randint(-2, 3, (2,), generator=generator).tolist()
+        return torch.roll(images, shift, (2, 3)) + 0.3 * torch.randn(images.shape, generator=generator)
+
+    return view(), view()
+
+
+def _small_method(method: str, loss: str, **options) -> nn.Module:
+    negatives = {"moco": 256, "simo": 8, "simclr": None}[method]
+    alpha = 64.0 if loss == "eqco" else None
+    config = PretrainConfig(
+        method=method, loss=loss, arch="small-cnn", negatives=negatives, alpha=alpha, key_momentum=0.9,
+        bn_splits=2, embedding_dim=32, **options,
+    )  # fmt: skip
+    return build_method(resolve_defaults(config, 16), 3, CPU)
+
+
+@pytest.mark.parametrize(
+    ("method", "loss"), list(itertools.product(["moco", "simo", "simclr"], bounds.INFONCE_FAMILY))
+)
+def test_every_method_and_bound_learns(method: str, loss: str) -> None:
+    torch.manual_seed(0)
+    model = _small_method(method, loss)
+    trained = [parameter for parameter in model.parameters() if parameter.requires_grad]
+    optimizer = torch.optim.SGD(trained, lr=0.05, momentum=0.9)
+    generator = torch.Generator().manual_seed(1)
+    if method == "moco":  # fill the queue with real keys first, as after the first steps of a run
+        with torch.no_grad():
+            for _ in range(8):
+                model(*_two_views(generator, 32))
+    losses = []
+    for _ in range(20):
+        result = model(*_two_views(generator, 32))
+        optimizer.zero_grad()
+        result.loss.backward()
+        optimizer.step()
+        losses.append(result.loss.item())
+        assert math.isfinite(result.mi.item()) and 0 <= result.npc.item() <= 1
+    first, last = sum(losses[:4]) / 4, sum(losses[-4:]) / 4
+    assert last < first - 0.3, (first, last)
+
+
+def test_moco_loss_is_the_bound_on_queue_scores_and_keys_are_enqueued_after() -> None:
+    torch.manual_seed(0)
+    model = _small_method("moco", "infonce", bn_mode="sync")
+    view_1, view_2 = _two_views(torch.Generator().manual_seed(2), 8)
+    queue_before = model.queue.clone()
+    result = model(view_1, view_2)
+    # the same forward pass by hand (the momentum update already happened in the call above)
+    queries = F.normalize(model.head(model.backbone(view_1)), dim=1)
+    keys = F.normalize(model.key_head(model.key_backbone(view_2)), dim=1)
+    pos = (queries * keys).sum(1) / 0.2
+    neg = queries @ queue_before.t() / 0.2
+    expected = -torch.log_softmax(torch.cat([pos[:, None], neg], dim=1).double(), dim=1)[:, 0].mean()
+    assert result.loss.item() == pytest.approx(expected.item(), abs=1e-4)
+    assert torch.allclose(model.queue[:8], keys, atol=1e-5)
+    assert torch.equal(model.queue[8:], queue_before[8:])
+    assert int(model.queue_pointer) == 8
+
+
+def test_moco_queue_is_first_in_first_out_and_wraps() -> None:
+    model = MoCo(lambda: build_backbone("small-cnn"), bounds.infonce, queue_size=6, embedding_dim=2)
+    first = torch.arange(8.0).view(4, 2)
+    second = 100 + torch.arange(8.0).view(4, 2)
+    model.enqueue(first)
+    assert torch.equal(model.queue[:4], first) and int(model.queue_pointer) == 4
+    old_tail = model.queue[4:].clone()
+    model.enqueue(second)
+    # slots 4, 5, 0, 1 get the second batch; 2 and 3 (the newest of the first) survive
+    assert torch.equal(model.queue[4:], second[:2])
+    assert torch.equal(model.queue[:2], second[2:])
+    assert torch.equal(model.queue[2:4], first[2:])
+    assert int(model.queue_pointer) == 2
+    assert not torch.equal(old_tail, model.queue[4:])
+    with pytest.raises(ValueError, match="queue size"):
+        model.enqueue(torch.zeros(7, 2))
+
+
+def test_moco_symmetric_uses_both_directions() -> None:
+    torch.manual_seed(0)
+    model = _small_method("moco", "infonce", bn_mode="sync", symmetric=True)
+    result = model(*_two_views(torch.Generator().manual_seed(3), 8))
+    assert int(model.queue_pointer) == 16  # keys of both views enqueued
+    assert math.isfinite(result.loss.item())
+
+
+def test_simo_negatives_never_include_the_own_key_and_are_uniform() -> None:
+    torch.manual_seed(0)
+    global_batch, count = 12, 4
+    positions = torch.arange(6) + 6  # the second of two ranks
+    hits = torch.zeros(6, global_batch)
+    for _ in range(400):
+        index = sample_negative_indices(global_batch, positions, count)
+        assert index.shape == (6, count)
+        assert not (index == positions[:, None]).any()
+        assert all(len(set(row.tolist())) == count for row in index)
+        assert index.min() >= 0 and index.max() < global_batch
+        hits.scatter_add_(1, index, torch.ones(6, count))
+    others = hits[hits > 0].view(6, global_batch - 1)
+    expected = 400 * count / (global_batch - 1)
+    assert ((others - expected).abs() < 0.35 * expected).all()
+    everything = sample_negative_indices(5, torch.arange(5), 4)
+    assert torch.equal(
+        everything.sort(dim=1).values, torch.tensor([[j for j in range(5) if j != i] for i in range(5)])
+    )
+    with pytest.raises(ValueError, match="negatives"):
+        sample_negative_indices(5, torch.arange(5), 5)
+
+
+def test_simo_scores_use_the_sampled_keys() -> None:
+    queries = F.normalize(torch.randn(3, 4), dim=1)
+    keys = F.normalize(torch.randn(5, 4), dim=1)
+    index = torch.tensor([[1, 2], [0, 4], [3, 0]])
+    pos, neg = query_key_scores(queries, keys[:3], keys, 0.5, negative_index=index)
+    for i in range(3):
+        assert pos[i].item() == pytest.approx(float(queries[i] @ keys[i]) / 0.5, abs=1e-6)
+        for j in range(2):
+            assert neg[i, j].item() == pytest.approx(float(queries[i] @ keys[index[i, j]]) / 0.5, abs=1e-6)
+
+
+@pytest.mark.parametrize("offset", [0, 3])
+def test_simclr_in_batch_scores_match_a_plain_loop(offset: int) -> None:
+    torch.manual_seed(0)
+    total, local, tau = 6, 3, 0.1
+    all_1, all_2 = F.normalize(torch.randn(total, 5), dim=1), F.normalize(torch.randn(total, 5), dim=1)
+    local_1, local_2 = all_1[offset : offset + local], all_2[offset : offset + local]
+    pos, neg = in_batch_scores(local_1, local_2, all_1, all_2, offset, tau)
+    candidates = torch.cat([all_1, all_2])
+    for row in range(2 * local):
+        view, i = divmod(row, local)
+        anchor = (local_1, local_2)[view][i]
+        positive = (all_2, all_1)[view][offset + i]
+        assert pos[row].item() == pytest.approx(float(anchor @ positive) / tau, abs=1e-5)
+        own, other = offset + i + view * total, offset + i + (1 - view) * total
+        expected = [float(anchor @ candidates[c]) / tau for c in range(2 * total) if c not in (own, other)]
+        assert neg[row].tolist() == pytest.approx(expected, abs=1e-5)
+    assert neg.shape == (2 * local, 2 * total - 2)
+
+
+def test_momentum_update_is_the_exponential_average() -> None:
+    key, query = nn.Linear(3, 2), nn.Linear(3, 2)
+    before = key.weight.detach().clone()
+    momentum_update(key, query, 0.9)
+    assert torch.allclose(key.weight, 0.9 * before + 0.1 * query.weight, atol=1e-7)
+
+
+def test_split_batch_norm_normalises_each_group_on_its_own() -> None:
+    torch.manual_seed(0)
+    inputs = torch.randn(8, 3, 4, 4) * 3 + 1
+    split = SplitBatchNorm2d(3, num_splits=2)
+    plain = [nn.BatchNorm2d(3), nn.BatchNorm2d(3)]
+    output = split(inputs)
+    expected = torch.cat([plain[0](inputs[:4]), plain[1](inputs[4:])])
+    assert torch.allclose(output, expected, atol=1e-5)
+    assert torch.allclose(split.running_mean, (plain[0].running_mean + plain[1].running_mean) / 2, atol=1e-6)
+    assert torch.allclose(split.running_var, (plain[0].running_var + plain[1].running_var) / 2, atol=1e-6)
+    with pytest.raises(ValueError, match="bn_splits"):
+        split(torch.randn(5, 3, 4, 4))
+
+
+@pytest.mark.parametrize(("arch", "width"), [("small-cnn", 256), ("resnet18", 512), ("resnet50", 2048)])
+def test_backbones_shapes_stems_and_grayscale(arch: str, width: int) -> None:
+    model, feature_width = build_backbone(arch, in_channels=1, small_stem=True, zero_init_residual=True)
+    assert feature_width == width
+    assert model(torch.randn(2, 1, 16, 16)).shape == (2, width)
+    if arch != "small-cnn":
+        assert model.conv1.stride == (1, 1) and model.conv1.in_channels == 1
+        assert isinstance(model.maxpool, nn.Identity)
+        last_norm = model.layer1[0].bn3 if arch == "resnet50" else model.layer1[0].bn2
+        assert torch.count_nonzero(last_norm.weight) == 0
+        stock, _ = build_backbone(arch)
+        assert stock.conv1.stride == (2, 2) and stock.conv1.in_channels == 3
+    with pytest.raises(ValueError, match="arch must be one of"):
+        build_backbone("vgg")

@@ -1,0 +1,164 @@
+"""The training loop on synthetic data: exact resume, atomic and validated checkpoints, the NaN
+guard, the logged metrics, the learning-rate schedule."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+import torch
+
+import vision.config
+from mitool import bounds
+from mitool.bounds import BoundResult
+from vision import checkpoint as checkpoints
+from vision.config import PretrainConfig
+from vision.train import TrainingDiverged, learning_rate, pretrain
+
+
+def _config(out, method: str = "moco", **options) -> PretrainConfig:
+    """16 synthetic 16-pixel images per... a 64-image set, batch 16: 4 steps per epoch."""
+    negatives = {"moco": 64, "simo": 8, "simclr": None}[method]
+    settings = dict(
+        method=method, arch="small-cnn", dataset="synthetic", synthetic_size=64, image_size=16, epochs=3,
+        batch_size=16, negatives=negatives, bn_splits=2, workers=0, out=str(out), log_every=1,
+        checkpoint_every=100, knn_every=1, knn_max_samples=32, embedding_dim=32,
+    )  # fmt: skip
+    settings.update(options)
+    return PretrainConfig(**settings)
+
+
+class _CallsCode:
+    """Unpickling this calls a function (os.getcwd): what weights_only=True must refuse."""
+
+    def __reduce__(self):
+        return (os.getcwd, ())
+
+
+def _state(out) -> dict[str, torch.Tensor]:
+    return checkpoints.load(os.path.join(out, "checkpoint.pt"), kind="pretrain")["model"]
+
+
+@pytest.mark.parametrize(("method", "first_part"), [("moco", 3), ("simo", 4), ("simclr", 5)])
+def test_resume_gives_the_same_parameters_as_one_run(tmp_path, method: str, first_part: int) -> None:
+    """2N steps in one go == N steps, resume, N more (mid-epoch and epoch-end stops; the kNN
+    monitor runs in between)."""
+    pretrain(_config(tmp_path / "once", method, max_steps=8), progress=False)
+    pretrain(_config(tmp_path / "twice", method, max_steps=first_part), progress=False)
+    pretrain(_config(tmp_path / "twice", method, max_steps=8), resume=True, progress=False)
+    once, twice = _state(tmp_path / "once"), _state(tmp_path / "twice")
+    assert once.keys() == twice.keys()
+    for name in once:
+        assert torch.equal(once[name], twice[name]), name
+    with open(tmp_path / "twice" / "metrics.jsonl") as file:
+        steps = [json.loads(line)["step"] for line in file if "loss" in line]
+    assert steps == list(range(1, 9))
+
+
+def test_resume_rejects_a_truncated_checkpoint_and_keeps_the_previous(tmp_path) -> None:
+    out = tmp_path / "run"
+    pretrain(_config(out, max_steps=2, checkpoint_every=1, knn_every=0), progress=False)
+    path = out / "checkpoint.pt"
+    previous = checkpoints.previous_path(str(path))
+    assert checkpoints.load(previous, kind="pretrain")["step"] == 1
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(
+        ValueError, match="truncated or not a mitool checkpoint.*previous checkpoint .* still there"
+    ):
+        pretrain(_config(out, max_steps=4), resume=True, progress=False)
+    assert checkpoints.load(previous, kind="pretrain")["step"] == 1
+    assert path.read_bytes() == data[: len(data) // 2]
+
+
+def test_checkpoint_files_are_validated(tmp_path) -> None:
+    path = str(tmp_path / "c.pt")
+    checkpoints.save(path, {"kind": "pretrain", "step": 1, "weights": torch.ones(3)})
+    checkpoints.save(path, {"kind": "pretrain", "step": 2, "weights": torch.zeros(3)})
+    assert checkpoints.load(path)["step"] == 2
+    assert checkpoints.load(checkpoints.previous_path(path))["step"] == 1
+    assert [name for name in os.listdir(tmp_path) if name.endswith(".tmp")] == []
+    foreign = str(tmp_path / "foreign.pt")
+    torch.save({"weights": torch.ones(2)}, foreign)
+    with pytest.raises(ValueError, match="not written by mitool"):
+        checkpoints.load(foreign)
+    code = str(tmp_path / "code.pt")
+    torch.save({"format": checkpoints.FORMAT, "kind": "pretrain", "payload": _CallsCode()}, code)
+    with pytest.raises(ValueError, match="truncated or not a mitool checkpoint"):
+        checkpoints.load(code)
+    with pytest.raises(ValueError, match="'linear' one"):
+        checkpoints.load(path, kind="linear")
+    with pytest.raises(FileNotFoundError):
+        checkpoints.load(str(tmp_path / "missing.pt"))
+
+
+def test_rng_states_round_trip() -> None:
+    import random
+
+    import numpy as np
+
+    states = checkpoints.rng_states()
+    first = (torch.rand(3), np.random.rand(3), random.random())
+    checkpoints.restore_rng_states(states)
+    second = (torch.rand(3), np.random.rand(3), random.random())
+    assert torch.equal(first[0], second[0]) and (first[1] == second[1]).all() and first[2] == second[2]
+
+
+def test_nan_loss_stops_the_run_naming_the_step_and_keeps_the_last_checkpoint(tmp_path, monkeypatch) -> None:
+    calls = {"count": 0}
+
+    def poisoned_bound(config):
+        def bound(pos, neg):
+            calls["count"] += 1
+            result = bounds.infonce(pos, neg)
+            if calls["count"] == 3:
+                return BoundResult(result.loss * float("nan"), result.mi, result.npc)
+            return result
+
+        return bound
+
+    monkeypatch.setattr(vision.config, "bound_for", poisoned_bound)
+    out = tmp_path / "run"
+    with pytest.raises(TrainingDiverged, match=r"loss is nan at step 3 .*last good checkpoint: .*\(step 2\)"):
+        pretrain(_config(out, max_steps=6, checkpoint_every=2, knn_every=0), progress=False)
+    assert checkpoints.load(str(out / "checkpoint.pt"), kind="pretrain")["step"] == 2
+
+
+def test_metrics_hold_every_field_and_the_bound_identity(tmp_path) -> None:
+    """For MoCo with InfoNCE the logged mi is log(K + 1) - loss at every step."""
+    out = tmp_path / "run"
+    summary = pretrain(_config(out, max_steps=4, knn_every=1), progress=False)
+    with open(out / "metrics.jsonl") as file:
+        records = [json.loads(line) for line in file]
+    steps = [record for record in records if "loss" in record]
+    assert len(steps) == 4 and summary["steps"] == 4
+    for record in steps:
+        assert record["mi"] + record["loss"] == pytest.approx(math.log(65), abs=1e-4)
+        assert 0 < record["npc"] < 1 and record["grad_norm"] > 0 and record["images_per_second"] > 0
+        assert 0 <= record["data_wait_fraction"] <= 1
+    assert [record["lr"] for record in steps] == pytest.approx(
+        [learning_rate(step, 12, 0, 0.03 * 16 / 256) for step in range(4)]
+    )
+    knn = [record for record in records if "knn_top1" in record]
+    assert len(knn) == 1 and 0 <= knn[0]["knn_top1"] <= knn[0]["knn_top5"] <= 1
+
+
+def test_learning_rate_schedule() -> None:
+    peak = 0.12
+    assert learning_rate(0, 100, 10, peak) == pytest.approx(peak / 10)
+    assert learning_rate(9, 100, 10, peak) == pytest.approx(peak)
+    assert learning_rate(10, 100, 10, peak) == pytest.approx(peak)
+    assert learning_rate(55, 100, 10, peak) == pytest.approx(peak / 2)
+    assert learning_rate(99, 100, 10, peak) == pytest.approx(peak * 0.5 * (1 + math.cos(math.pi * 89 / 90)))
+    assert learning_rate(5, 100, 0, peak) == pytest.approx(peak * 0.5 * (1 + math.cos(math.pi * 5 / 100)))
+
+
+def test_a_finished_run_is_not_overwritten(tmp_path) -> None:
+    out = tmp_path / "run"
+    pretrain(_config(out, max_steps=1, knn_every=0), progress=False)
+    with pytest.raises(ValueError, match="already holds a run"):
+        pretrain(_config(out, max_steps=1, knn_every=0), progress=False)
+    with pytest.raises(ValueError, match="option temperature differs"):
+        pretrain(_config(out, max_steps=2, temperature=0.5), resume=True, progress=False)
