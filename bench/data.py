@@ -13,8 +13,9 @@ ImageNet-layout folder, then measures, on the same files and with the same numbe
 * ``augment-only``: ``GPUTwoViewAugment`` alone on one decoded batch already on the device (the
   ceiling of the device path when nothing else waits).
 
-images/s counts source images (each gives two views of ``--image-size`` pixels), from the first
-batch's arrival (worker start-up excluded) to the last. ``--device cuda`` for the GPU path;
+images/s counts source images (each gives two views of ``--image-size`` pixels) over one whole
+epoch, worker start-up included; keep ``--images`` at several batches per worker, or the workers'
+start-up dominates (the script says so). ``--device cuda`` for the GPU path;
 on CPU the device path runs on CPU tensors. Usage::
 
     MITOOL_THREADS=1 python bench/data.py --images 192 --workers 1 --json bench/results/data.json
@@ -23,6 +24,7 @@ on CPU the device path runs on CPU tensors. Usage::
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import sys
 import tempfile
@@ -37,7 +39,7 @@ sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from harness import Progress, environment, synchronize, write_json  # noqa: E402
 
-from mitool.runtime import set_threads_to_free_cores  # noqa: E402
+from mitool.runtime import free_cores, set_threads_to_free_cores  # noqa: E402
 from vision.augment import two_view_transform  # noqa: E402
 from vision.data import dataset_info, load_dataset, make_loader  # noqa: E402
 from vision.gpu_augment import DecodeOnly, GPUTwoViewAugment, decode_on_device  # noqa: E402
@@ -45,47 +47,59 @@ from vision.gpu_augment import DecodeOnly, GPUTwoViewAugment, decode_on_device  
 MODES = ("cpu", "device-decode", "device-jpeg", "augment-only")
 
 
-def generate_jpegs(
-    root: str, count: int, classes: int = 4, seed: int = 0, progress: Progress | None = None
-) -> None:
-    """``count`` JPEGs of ImageNet size in ``root``/train/class_<k>/ (and one per class in val)."""
-    generator = np.random.default_rng(seed)
+def _write_jpeg(task: tuple[str, int, int]) -> None:
+    """One generated JPEG (path, seed, index): a smooth colour field with an edge and noise."""
+    path, seed, index = task
+    generator = np.random.default_rng([seed, index])
+    short = int(generator.integers(300, 501))
+    aspect = float(np.exp(generator.uniform(np.log(3 / 4), np.log(4 / 3))))
+    height, width = (short, round(short * aspect)) if aspect >= 1 else (round(short / aspect), short)
+    rows = np.linspace(0, 1, height, dtype=np.float32)[:, None, None]
+    columns = np.linspace(0, 1, width, dtype=np.float32)[None, :, None]
+    frequency = generator.uniform(0.5, 4, size=(2, 3)).astype(np.float32)
+    phase = generator.uniform(0, 6.3, size=3).astype(np.float32)
+    image = 0.5 + 0.3 * np.sin(6.3 * (frequency[0] * rows + frequency[1] * columns) + phase)
+    edge = generator.uniform(0.2, 0.8, size=2)
+    image = np.where((rows > edge[0]) & (columns < edge[1]), 1.0 - image, image)
+    image = image + generator.normal(0, 0.04, size=(height, width, 3)).astype(np.float32)
+    Image.fromarray(np.clip(image * 255, 0, 255).astype(np.uint8)).save(path, quality=90)
+
+
+def generate_jpegs(root: str, count: int, classes: int = 4, seed: int = 0, quiet: bool = False) -> None:
+    """``count`` JPEGs of ImageNet size in ``root``/train/class_<k>/ (and one per class in val),
+    written by as many processes as there are free cores."""
+    tasks = []
     for split, number in (("train", count), ("val", classes)):
         for index in range(number):
             class_dir = os.path.join(root, split, f"class_{index % classes}")
             os.makedirs(class_dir, exist_ok=True)
-            short = int(generator.integers(300, 501))
-            aspect = float(np.exp(generator.uniform(np.log(3 / 4), np.log(4 / 3))))
-            height, width = (short, round(short * aspect)) if aspect >= 1 else (round(short / aspect), short)
-            rows = np.linspace(0, 1, height, dtype=np.float32)[:, None, None]
-            columns = np.linspace(0, 1, width, dtype=np.float32)[None, :, None]
-            frequency = generator.uniform(0.5, 4, size=(2, 3)).astype(np.float32)
-            phase = generator.uniform(0, 6.3, size=3).astype(np.float32)
-            image = 0.5 + 0.3 * np.sin(6.3 * (frequency[0] * rows + frequency[1] * columns) + phase)
-            edge = generator.uniform(0.2, 0.8, size=2)
-            image = np.where((rows > edge[0]) & (columns < edge[1]), 1.0 - image, image)
-            image = image + generator.normal(0, 0.04, size=(height, width, 3)).astype(np.float32)
-            pixels = np.clip(image * 255, 0, 255).astype(np.uint8)
-            Image.fromarray(pixels).save(os.path.join(class_dir, f"{index:06d}.jpg"), quality=90)
-            if progress is not None:
-                progress.step()
+            tasks.append((os.path.join(class_dir, f"{index:06d}.jpg"), seed + (split == "val"), index))
+    progress = Progress(len(tasks), "generating JPEGs", quiet)
+    processes = max(1, free_cores())
+    if processes == 1:
+        for task in tasks:
+            _write_jpeg(task)
+            progress.step()
+        return
+    with multiprocessing.get_context("fork").Pool(processes) as pool:
+        for _ in pool.imap_unordered(_write_jpeg, tasks, chunksize=16):
+            progress.step()
 
 
 def measure_loader(loader, consume, label: str, quiet: bool, device: torch.device) -> dict[str, float]:
-    """Iterate ``loader`` once, calling ``consume(batch)``; images/s after the first batch."""
+    """Iterate ``loader`` once, calling ``consume(batch)`` on every batch; images/s over the whole
+    epoch, from the start of the workers to the last batch consumed (so the workers' start-up and
+    their filling of the prefetch queue count, as in training)."""
     progress = Progress(len(loader), label, quiet)
     counted = 0
-    start = None
+    synchronize(device)
+    start = time.perf_counter()
     for batch in loader:
         consume(batch)
-        progress.step()
-        if start is None:
-            synchronize(device)
-            start = time.perf_counter()
-            continue
         counted += int(batch[1].shape[0])
+        progress.step()
     synchronize(device)
-    elapsed = time.perf_counter() - start if start is not None else float("nan")
+    elapsed = time.perf_counter() - start
     return {"images": counted, "seconds": elapsed, "images_per_second": counted / elapsed}
 
 
@@ -119,12 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mitool-bench-data-") as temporary:
         root = args.data or temporary
         if not os.path.isdir(os.path.join(root, "train")):
-            generate_jpegs(
-                root, args.images, progress=Progress(args.images + 4, "generating JPEGs", args.quiet)
-            )
+            generate_jpegs(root, args.images, quiet=args.quiet)
         info = dataset_info("imagefolder", data_dir=root)
         results: dict[str, dict[str, float]] = {}
         augment = GPUTwoViewAugment.for_dataset(info, args.image_size, seed=0)
+        warm_up = load_dataset("imagefolder", "test", data_dir=root, transform=DecodeOnly())
+        augment(decode_on_device([warm_up[i][0] for i in range(len(warm_up))], device)[0])  # kernels, CUDA
 
         def loader_for(**options):
             dataset = load_dataset("imagefolder", "train", data_dir=root, **options)
@@ -175,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
                 "images_per_second": counted / elapsed,
             }
 
+    batches_per_worker = args.images / args.batch_size / max(1, args.workers)
+    if batches_per_worker < 3:
+        print(f"note: only {batches_per_worker:.1f} batches per worker: start-up weighs on these figures")
     baseline = results.get("cpu", {}).get("images_per_second")
     print(
         f"two-view images/s, {args.images} JPEGs (shorter side 300-500 px) -> 2 x {args.image_size} px, "
