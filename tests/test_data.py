@@ -267,3 +267,44 @@ def test_collate_stacks_equal_shapes_and_lists_different_ones():
     inputs, labels, skipped = collate_skipping_unreadable(different)
     assert isinstance(inputs, list) and [tuple(t.shape) for t in inputs] == [(3, 4, 5), (3, 6, 2)]
     assert skipped == [] and labels.tolist() == [0, 1]
+
+
+def test_worker_augmentations_are_fixed_by_seed_and_epoch():
+    info = dataset_info("synthetic", image_size=16)
+    dataset = load_dataset(
+        "synthetic", "train", transform=two_view_transform(info, 16), size=16, image_size=16
+    )
+
+    def first_views(epoch: int) -> torch.Tensor:
+        loader = make_loader(dataset, 8, shuffle=True, num_workers=2, seed=4, drop_last=True, epoch=epoch)
+        return next(iter(loader))[0][0]
+
+    epoch_0 = first_views(0)
+    assert torch.equal(epoch_0, first_views(0))  # a resumed run sees the same views
+    assert not torch.equal(epoch_0, first_views(1))
+
+
+def test_dataset_errors_reach_the_command_line_as_one_line(tmp_path):
+    import click
+    from click.testing import CliRunner
+
+    from cli.errors import FriendlyGroup
+
+    @click.group(cls=FriendlyGroup)
+    def group() -> None:
+        pass
+
+    @group.command()
+    @click.option("--dataset", default="imagefolder")
+    @click.option("--data", default=None)
+    def count(dataset: str, data: str | None) -> None:
+        click.echo(len(load_dataset(dataset, "train", data_dir=data)))
+
+    runner = CliRunner()
+    missing = runner.invoke(group, ["count", "--data", str(tmp_path / "nowhere")])
+    assert missing.exit_code == 2 and "Error: data directory not found" in missing.output
+    assert "Traceback" not in missing.output
+    unknown = runner.invoke(group, ["count", "--dataset", "imagenet21k"])
+    assert unknown.exit_code == 2 and "Error: dataset must be one of imagefolder, cifar10" in unknown.output
+    good = runner.invoke(group, ["count", "--data", str(make_image_folder(tmp_path / "ok", per_class=2))])
+    assert good.exit_code == 0 and good.output.strip() == "4"
