@@ -26,6 +26,7 @@ from vision.gpu_augment import (
     decode_on_device,
     gaussian_blur,
     grayscale,
+    loader_options,
     pad_to_batch,
     resized_crop,
     sample_crop_boxes,
@@ -328,3 +329,38 @@ def test_decode_only_and_encoded_loader_with_device_decoding(tmp_path, device):
     with Image.open(folder / "photo.jpg") as opened:  # the same file through PIL's decoder
         reference = torch.from_numpy(np.asarray(opened.convert("RGB")).copy()).permute(2, 0, 1)
     assert photo.shape == reference.shape and (photo.float() - reference.float()).abs().mean().item() < 1.5
+
+
+def test_generator_state_resumes_the_same_views_and_loader_options():
+    info = dataset_info("imagefolder")
+    batch = smooth_batch(3, 3, 30, 40)
+    augment = GPUTwoViewAugment.for_dataset(info, 16, seed=9)
+    augment(batch)
+    saved = augment.state_dict()
+    expected = augment(batch)
+    resumed = GPUTwoViewAugment.for_dataset(info, 16, seed=0)
+    resumed.load_state_dict(saved)
+    torch.testing.assert_close(resumed(batch)[0], expected[0], atol=0, rtol=0)
+    assert isinstance(loader_options("decode", 256)["transform"], DecodeOnly)
+    assert loader_options("jpeg") == {"encoded": True}
+    with pytest.raises(ValueError, match="gpu-augment mode must be one of decode, jpeg"):
+        loader_options("nvjpeg")
+
+
+def test_views_of_an_encoded_batch_keep_labels_aligned(tmp_path, device):
+    folder = tmp_path / "train"
+    for name, value in (("a", 40), ("b", 200)):
+        (folder / name).mkdir(parents=True)
+        Image.new("RGB", (32, 24), (value, value, value)).save(folder / name / "x.jpg", quality=95)
+    (folder / "b" / "y.jpg").write_bytes(b"\xff\xd8\xff\xe0" + bytes(64) + b"\xff\xd9")
+    dataset = load_dataset("imagefolder", "train", data_dir=tmp_path, **loader_options("jpeg"))
+    inputs, labels, skipped = next(iter(make_loader(dataset, 3, False, 0, 0, False)))
+    augment = GPUTwoViewAugment.for_dataset(dataset_info("imagefolder"), 16, seed=0)
+    view_1, view_2, kept, failed = augment.views_of_batch(inputs, device)
+    assert failed == ["b/y.jpg"] and labels[kept].tolist() == [0, 1] and view_1.shape == (2, 3, 16, 16)
+    # flat gray images: brightness jitter scales by 0.6-1.4 and nothing else moves them, so the
+    # views of b (level 200) stay brighter than those of a (level 40): the labels still match
+    assert (
+        view_1[1].mean().item() > view_1[0].mean().item()
+        and view_2[1].mean().item() > view_2[0].mean().item()
+    )

@@ -37,6 +37,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -49,6 +50,7 @@ from vision.augment import AugmentSettings, moco_v2_settings
 from vision.data import DatasetInfo, EncodedImage
 
 __all__ = [
+    "DEVICE_AUGMENT_MODES",
     "AugmentParameters",
     "DecodeOnly",
     "GPUTwoViewAugment",
@@ -59,6 +61,7 @@ __all__ = [
     "decode_on_device",
     "gaussian_blur",
     "grayscale",
+    "loader_options",
     "pad_to_batch",
     "resized_crop",
     "sample_crop_boxes",
@@ -66,6 +69,9 @@ __all__ = [
 ]
 
 GRAY_WEIGHTS = (0.2989, 0.587, 0.114)
+#: How the loader workers hand images to the device: "decode" (workers decode to uint8 tensors)
+#: or "jpeg" (workers read the bytes; JPEGs are decoded on the device, other formats in the worker).
+DEVICE_AUGMENT_MODES = ("decode", "jpeg")
 BRIGHTNESS, CONTRAST, SATURATION, HUE = range(4)
 
 
@@ -97,6 +103,21 @@ class DecodeOnly:
 
     def __repr__(self) -> str:
         return f"DecodeOnly(shorter_side={self.shorter_side})"
+
+
+def loader_options(mode: str, shorter_side: int | None = None) -> dict[str, Any]:
+    """The keyword arguments of :func:`vision.data.load_dataset` for the device path ``mode``
+    (one of :data:`DEVICE_AUGMENT_MODES`): ``{"transform": DecodeOnly(shorter_side)}`` for
+    "decode", ``{"encoded": True}`` for "jpeg" (image folders only)."""
+    if mode == "decode":
+        return {"transform": DecodeOnly(shorter_side)}
+    if mode == "jpeg":
+        if shorter_side is not None:
+            raise ValueError(
+                "shorter_side applies to gpu-augment mode decode only (jpeg keeps the full image)"
+            )
+        return {"encoded": True}
+    raise ValueError(f"gpu-augment mode must be one of {', '.join(DEVICE_AUGMENT_MODES)}; got {mode!r}")
 
 
 def _decode_jpeg(data: Tensor | list[Tensor], device: torch.device) -> Tensor | list[Tensor]:
@@ -432,6 +453,29 @@ class GPUTwoViewAugment:
     def for_dataset(cls, info: DatasetInfo, image_size: int, seed: int = 0) -> GPUTwoViewAugment:
         """MoCo v2's augmentation for dataset ``info`` at ``image_size`` pixels, seeded by ``seed``."""
         return cls(moco_v2_settings(info, image_size), torch.Generator().manual_seed(seed))
+
+    def state_dict(self) -> dict[str, Tensor]:
+        """The generator's state, for an exact resume (save it with the checkpoint)."""
+        return {"generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        """Continue from a state returned by :meth:`state_dict`."""
+        self.generator.set_state(state["generator"])
+
+    def views_of_batch(
+        self, inputs: Tensor | Sequence[Tensor | EncodedImage], device: torch.device | str
+    ) -> tuple[Tensor, Tensor, Tensor, list[str]]:
+        """A loader batch's ``inputs`` (from a dataset opened with :func:`loader_options`) to
+        ``(view_1, view_2, kept, failed)`` on ``device``: ``labels[kept]`` are the labels of the
+        views, ``failed`` the names of JPEGs the device decoder rejected (for SkippedImages).
+        With every image rejected, the views are empty (0, C, size, size)."""
+        images, kept, failed = decode_on_device(inputs, device)
+        if len(images) == 0:
+            size = self.settings.image_size
+            empty = torch.empty((0, self.settings.channels, size, size), device=device)
+            return empty, empty, kept, failed
+        view_1, view_2 = self(images)
+        return view_1, view_2, kept, failed
 
     def __call__(self, images: Tensor | Sequence[Tensor]) -> tuple[Tensor, Tensor]:
         """images: uint8 (N, C, H, W) or a list of uint8 (C, H_i, W_i) on one device.
