@@ -13,7 +13,8 @@ temperature 0.2, one forward and backward pass of:
 
 With K > B (a queue) only q requires a gradient, as in MoCo; with K < B (the other samples of a
 batch, SimCLR-style) the negatives require one too. Times are medians of per-pair ratios against
-(a), the pairs interleaved (see bench/harness.py); memory is the peak allocated beyond the inputs
+(a), the pairs interleaved (see bench/harness.py), with more pairs for short calls on CPU
+(about 1.5 s of pairs per candidate, at most 25); memory is the peak allocated beyond the inputs
 during one call, against (a)'s.
 
     python bench/bounds.py --device cpu --json bench/results/bounds_cpu.json
@@ -22,6 +23,7 @@ during one call, against (a)'s.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -32,7 +34,14 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from harness import Progress, environment, interleaved_ratios, peak_extra_bytes, write_json  # noqa: E402
+from harness import (  # noqa: E402
+    Progress,
+    environment,
+    interleaved_ratios,
+    peak_extra_bytes,
+    time_call,
+    write_json,
+)
 
 from mitool import bounds  # noqa: E402
 from mitool.fused import contrastive_bound, default_chunk_size  # noqa: E402
@@ -45,6 +54,8 @@ BOUNDS = ("infonce", "eqco", "dcl")
 TARGET_TIME = {"cpu": 0.85, "cuda": 0.5}
 TARGET_MEMORY = 0.5
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+MIN_SECONDS_PER_CANDIDATE = 1.5
+MAX_ROUNDS = 25
 
 
 def cat_cross_entropy(
@@ -134,6 +145,13 @@ def measure_shape(
     for function in (baseline, *candidates.values()):  # warm-up: kernels, allocator, caches
         function()
         function()
+    if device.type == "cpu":
+        # short calls need more pairs for a steady median on a shared machine: at least about
+        # MIN_SECONDS_PER_CANDIDATE of pairs per candidate
+        pair_seconds = 2 * time_call(baseline, device)
+        wanted = max(rounds, min(MAX_ROUNDS, math.ceil(MIN_SECONDS_PER_CANDIDATE / pair_seconds)))
+        progress.total += (wanted - rounds) * len(candidates)
+        rounds = wanted
     memory = {"baseline": peak_extra_bytes(baseline, device)}
     for name, function in candidates.items():
         memory[name] = peak_extra_bytes(function, device)
@@ -230,7 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--shapes", default=",".join(f"{b}x{k}x{d}" for b, k, d in SHAPES), help="BxKxd, comma-separated"
     )
-    parser.add_argument("--rounds", type=int, default=7, help="interleaved pairs per candidate (default 7)")
+    parser.add_argument(
+        "--rounds", type=int, default=7, help="interleaved pairs per candidate, at least (default 7)"
+    )
     parser.add_argument("--chunk-size", type=int, default=None, help="fused chunk size [mitool default]")
     parser.add_argument("--json", default=None, help="write the figures to this JSON file")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
