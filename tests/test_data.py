@@ -15,7 +15,9 @@ from vision.augment import eval_transform, two_view_transform
 from vision.data import (
     DATASETS,
     FASHION_MNIST_DIR,
+    EncodedImage,
     SkippedImages,
+    UnreadableImage,
     UnreadableImagesWarning,
     collate_skipping_unreadable,
     dataset_info,
@@ -308,3 +310,18 @@ def test_dataset_errors_reach_the_command_line_as_one_line(tmp_path):
     assert unknown.exit_code == 2 and "Error: dataset must be one of imagefolder, cifar10" in unknown.output
     good = runner.invoke(group, ["count", "--data", str(make_image_folder(tmp_path / "ok", per_class=2))])
     assert good.exit_code == 0 and good.output.strip() == "4"
+
+
+def test_encoded_items_are_raw_jpeg_bytes_and_truncation_is_caught_in_the_worker(tmp_path):
+    make_image_folder(tmp_path, per_class=2)
+    jpeg = (tmp_path / "train" / "cat" / "0.jpg").read_bytes()
+    (tmp_path / "train" / "cat" / "padded.jpg").write_bytes(jpeg + bytes(100))  # zeros after the end marker
+    (tmp_path / "train" / "cat" / "cut.jpg").write_bytes(jpeg[:-40])
+    dataset = load_dataset("imagefolder", "train", data_dir=tmp_path, encoded=True)
+    items = {dataset.samples[i][0]: dataset[i][0] for i in range(len(dataset))}
+    assert isinstance(items["cat/0.jpg"], EncodedImage) and bytes(items["cat/0.jpg"].data.numpy()) == jpeg
+    assert isinstance(items["cat/padded.jpg"], EncodedImage)
+    assert isinstance(items["cat/cut.jpg"], UnreadableImage) and "truncated" in items["cat/cut.jpg"].reason
+    assert items["cat/1.png"].data.shape == (3, 30, 40)  # PNG decoded in the worker: (C, H, W)
+    with pytest.raises(ValueError, match="encoded=True is only for dataset imagefolder"):
+        load_dataset("synthetic", "train", encoded=True)

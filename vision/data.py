@@ -279,7 +279,8 @@ class ImageFolderDataset(Dataset):
             with open(path, "rb") as file:
                 data = file.read()
             if data[:3] == b"\xff\xd8\xff":
-                if len(data) < 4 or b"\xff\xd9" not in data[-16:]:  # no end-of-image marker: truncated
+                # a JPEG ends with the end-of-image marker FF D9 (some writers pad it with zeros)
+                if b"\xff\xd9" not in data.rstrip(b"\x00")[-64:]:
                     return UnreadableImage(name, "truncated JPEG (no end-of-image marker)")
                 return EncodedImage(torch.frombuffer(bytearray(data), dtype=torch.uint8), name)
             with Image.open(path) as opened:
