@@ -42,11 +42,12 @@ CASES = [("separable", 3), ("separable", 7), ("separable", 12), ("cosine", 5), (
 
 
 @pytest.mark.parametrize(("critic", "negatives"), CASES)
-def test_vectorised_equals_sequential(critic: str, negatives: int) -> None:
+def test_vectorised_equals_sequential(critic: str, negatives: int, device: torch.device) -> None:
+    settings = ToySettings(**{**TINY.as_dict(), "device": str(device)})
     estimators = ["infonce", "eqco", "dcl", "dclw", "nwj", "dv", "js", "smile"]
     specs = [RunSpec(name, critic, negatives, seed, alpha=64.0) for name in estimators for seed in (0, 1)]
-    vectorised = train_vectorised(specs, TINY)
-    sequential = train_sequential(specs, TINY)
+    vectorised = train_vectorised(specs, settings)
+    sequential = train_sequential(specs, settings)
     for batched, plain in zip(vectorised, sequential, strict=True):
         assert batched.spec == plain.spec
         assert np.isfinite(plain.estimates).all()
@@ -56,10 +57,11 @@ def test_vectorised_equals_sequential(critic: str, negatives: int) -> None:
     assert not np.allclose(vectorised[0].estimates, vectorised[1].estimates)
 
 
-def test_divergence_stops_only_that_run_and_matches_the_loop() -> None:
+def test_divergence_stops_only_that_run_and_matches_the_loop(device: torch.device) -> None:
     # A threshold of 0.05 nats: some runs cross it early, others later or never; the batched model
     # drops each at its own step and the others keep training exactly as in the plain loop.
-    settings = ToySettings(**{**TINY.as_dict(), "divergence_threshold": 0.05, "steps_per_stage": 10})
+    changes = {"divergence_threshold": 0.05, "steps_per_stage": 10, "device": str(device)}
+    settings = ToySettings(**{**TINY.as_dict(), **changes})
     specs = [RunSpec(name, "separable", 7, seed) for name in ("nwj", "infonce", "dcl") for seed in (0, 1)]
     vectorised = train_vectorised(specs, settings)
     sequential = train_sequential(specs, settings)

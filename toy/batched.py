@@ -1,7 +1,8 @@
 """Training critics on the MI staircase: R runs at once as one batched model, or one at a time.
 
 Each training step of a run draws B fresh joint pairs (x_i, y_i) from the stage's
-:class:`mitool.tasks.CorrelatedGaussian`, scores them with the critic and takes one Adam step on the
+:class:`mitool.tasks.CorrelatedGaussian` (with the run's own CPU generator, so the data do not
+depend on the device), scores them with the critic and takes one Adam step on the
 bound's loss. The scores handed to the bound are ``pos`` (B,) = f(x_i, y_i) and ``neg`` (B, K):
 
 * K <= B - 1: the other rows of the batch. ``mitool.bounds.split_scores`` of the (B, B) all-pairs
@@ -98,8 +99,11 @@ def make_run_critic(spec: RunSpec, settings: ToySettings) -> nn.Module:
     return critic.to(settings.device)
 
 
-def _data_generator(spec: RunSpec, device: torch.device) -> torch.Generator:
-    generator = torch.Generator(device=device)
+def _data_generator(spec: RunSpec) -> torch.Generator:
+    """The run's stream of samples. It lives on the CPU whatever the device: a run sees the same
+    data on every device, and R runs' draws cost R cheap CPU calls and one copy, not R x 5 kernel
+    launches."""
+    generator = torch.Generator()
     generator.manual_seed(_seeds(spec.seed)[1])
     return generator
 
@@ -118,10 +122,11 @@ class _Scorer(nn.Module):
 
 
 def _draw(
-    task: tasks.CorrelatedGaussian, batch_size: int, pool: int, generator: torch.Generator, device
+    task: tasks.CorrelatedGaussian, batch_size: int, pool: int, generator: torch.Generator
 ) -> tuple[Tensor, Tensor, Tensor | None]:
-    x, y = task.sample(batch_size, generator=generator, device=device)
-    marginal = task.sample_marginal_y(pool, generator=generator, device=device) if pool else None
+    """One step's samples on the CPU: B joint pairs (x, y) and, when pool > 0, a pool of p(y)."""
+    x, y = task.sample(batch_size, generator=generator)
+    marginal = task.sample_marginal_y(pool, generator=generator) if pool else None
     return x, y, marginal
 
 
@@ -166,7 +171,7 @@ def train_sequential(
         scorer = _Scorer(make_run_critic(spec, settings))
         optimiser = _adam(list(scorer.parameters()), settings.lr)
         bound = bounds.get(spec.estimator, **spec.bound_options())
-        generator = _data_generator(spec, device)
+        generator = _data_generator(spec)
         pool = pool_size(spec, settings.batch_size)
         estimates = np.full(settings.total_steps, np.nan)
         grad_norms = np.full(settings.total_steps, np.nan)
@@ -174,14 +179,15 @@ def train_sequential(
         for step in range(settings.total_steps):
             while step >= stage_tasks[stage][0]:
                 stage += 1
-            x, y, marginal = _draw(stage_tasks[stage][1], settings.batch_size, pool, generator, device)
-            pos, neg = scorer(x, y, marginal)
+            x, y, marginal = _draw(stage_tasks[stage][1], settings.batch_size, pool, generator)
+            marginal = None if marginal is None else marginal.to(device)
+            pos, neg = scorer(x.to(device), y.to(device), marginal)
             result = bound(pos, neg[:, : spec.negatives])
             optimiser.zero_grad(set_to_none=True)
             result.loss.backward()
-            squares = torch.stack([p.grad.pow(2).sum() for p in scorer.parameters() if p.grad is not None])
+            norms = [torch.linalg.vector_norm(p.grad) for p in scorer.parameters() if p.grad is not None]
             estimates[step] = float(result.mi.detach())
-            grad_norms[step] = float(squares.sum().sqrt())
+            grad_norms[step] = float(torch.linalg.vector_norm(torch.stack(norms)))
             if _is_bad(estimates[step], settings.divergence_threshold):
                 break
             optimiser.step()
@@ -201,7 +207,7 @@ class _Group:
         self.settings = settings
         self.critic = StackedCritic([make_run_critic(spec, settings) for spec in self.specs])
         self.optimiser = _adam(self.critic.parameters(), settings.lr)
-        self.generators = [_data_generator(spec, device) for spec in self.specs]
+        self.generators = [_data_generator(spec) for spec in self.specs]
         self.alive = list(range(len(self.specs)))  # positions of the live runs in self.specs
         self.device = device
         self._make_subgroups()
@@ -221,8 +227,10 @@ class _Group:
                 result = bound(pos, neg)
                 return result.loss, result.mi
 
-            index = torch.tensor(rows, device=self.device)
+            # None when the sub-group is the whole model: no gather needed
+            index = None if len(rows) == len(self.alive) else torch.tensor(rows, device=self.device)
             self.subgroups.append((vmap(values), negatives, index, rows))
+        self.alive_index = torch.tensor(self.alive, device=self.device)
 
     def drop(self, rows_to_drop: set[int]) -> None:
         """Remove runs (rows of the stacked model) with their optimiser state; training goes on."""
@@ -279,27 +287,31 @@ def train_vectorised(
         while step >= stage_tasks[stage][0]:
             stage += 1
         task = stage_tasks[stage][1]
-        draws = [_draw(task, settings.batch_size, pool, group.generators[p], device) for p in group.alive]
-        x = torch.stack([d[0] for d in draws])
-        y = torch.stack([d[1] for d in draws])
-        marginal = torch.stack([d[2] for d in draws]) if pool else None
+        draws = [_draw(task, settings.batch_size, pool, group.generators[p]) for p in group.alive]
+        x = torch.stack([d[0] for d in draws]).to(device)
+        y = torch.stack([d[1] for d in draws]).to(device)
+        marginal = torch.stack([d[2] for d in draws]).to(device) if pool else None
         pos, neg = group.critic.scores(x, y, marginal)
         mi = torch.empty(len(group.alive), device=device)
         loss_total = pos.new_zeros(())
         for values, negatives, index, _rows in group.subgroups:
-            loss, sub_mi = values(pos[index], neg[index][..., :negatives])
+            if index is None:
+                loss, mi = values(pos, neg[..., :negatives])
+                mi = mi.detach()
+            else:
+                loss, sub_mi = values(pos[index], neg[index][..., :negatives])
+                mi[index] = sub_mi.detach()
             loss_total = loss_total + loss.sum()
-            mi[index] = sub_mi.detach()
         group.optimiser.zero_grad(set_to_none=True)
         loss_total.backward()
-        squares = sum(
-            value.grad.reshape(value.shape[0], -1).pow(2).sum(dim=1)
+        norms = [  # per run: ||grad||_2 of each parameter tensor, then over the tensors
+            torch.linalg.vector_norm(value.grad.reshape(value.shape[0], -1), dim=1)
             for value in group.critic.parameters()
             if value.grad is not None
-        )
-        alive = torch.tensor(group.alive, device=device)
+        ]
+        alive = group.alive_index
         estimates[alive, step] = mi.double()
-        grad_norms[alive, step] = squares.sqrt().double()
+        grad_norms[alive, step] = torch.linalg.vector_norm(torch.stack(norms), dim=0).double()
         # Runs are independent rows: a diverged run's NaN gradient touches only its own weights,
         # so the step is taken for all rows and diverged runs leave the model afterwards.
         group.optimiser.step()

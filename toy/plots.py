@@ -57,44 +57,52 @@ def _float(text: str) -> float:
         return math.nan
 
 
+BIAS_CEILING = 3.0
+"""Bias panels show at most this many nats above the truth; larger (runaway) values are drawn as
+triangles on the upper edge, labelled with their value."""
+
+
 def plot_against_k(summary: Sequence[dict[str, str]], column: str, path: Path, title: str = "") -> None:
-    """One panel per true MI; x = K (log2), y = ``column``; red crosses mark diverged cells."""
+    """One panel per true MI; x = K (log2), y = ``column``; red crosses on the upper edge mark cells
+    where some seed diverged (those seeds are left out of the statistics)."""
     stages = sorted({_float(row["true_mi"]) for row in summary})
     if not stages:
         raise ValueError(f"no rows to plot for {path.name}")
-    figure, axes = plt.subplots(1, len(stages), figsize=(3.3 * len(stages) + 1.2, 3.6), squeeze=False)
+    figure, axes = plt.subplots(1, len(stages), figsize=(3.6 * len(stages) + 1.5, 4.0), squeeze=False)
     lines: dict[tuple[str, str], list[dict[str, str]]] = defaultdict(list)
     for row in summary:
         lines[(row["estimator"], row["critic"])].append(row)
-    finite = [abs(_float(r[column])) for r in summary if math.isfinite(_float(r[column]))]
-    use_symlog = column == "bias" and finite and max(finite) > 30
+    all_k = np.array(sorted({int(r["negatives"]) for r in summary}), dtype=float)
     for axis, true_mi in zip(axes[0], stages, strict=True):
+        panel_values = []
         for (estimator, critic), rows in sorted(lines.items()):
             rows = sorted(
                 (r for r in rows if _float(r["true_mi"]) == true_mi), key=lambda r: int(r["negatives"])
             )
             ks = np.array([int(r["negatives"]) for r in rows])
             values = np.array([_float(r[column]) for r in rows])
-            axis.plot(
-                ks,
-                values,
-                _STYLES.get(critic, "-"),
-                marker="o",
-                markersize=3,
-                color=_COLOURS.get(estimator, "black"),
-                label=f"{estimator} ({critic})",
-            )
+            colour = _COLOURS.get(estimator, "black")
+            panel_values += list(values[np.isfinite(values)])
+            shown = values
+            if column == "bias":
+                shown = np.where(values > BIAS_CEILING, np.nan, values)
+                for k, value in zip(ks, values, strict=True):
+                    if np.isfinite(value) and value > BIAS_CEILING:
+                        axis.plot([k], [BIAS_CEILING], "^", color=colour, markersize=7)
+                        axis.annotate(f"{value:.0f}", (k, BIAS_CEILING), textcoords="offset points",
+                                      xytext=(0, -11), ha="center", fontsize=7, color=colour)  # fmt: skip
+            axis.plot(ks, shown, _STYLES.get(critic, "-"), marker="o", markersize=3, color=colour,
+                      label=f"{estimator} ({critic})")  # fmt: skip
             diverged = np.array([int(r.get("diverged") or 0) > 0 for r in rows])
             if diverged.any():
-                axis.plot(ks[diverged], np.zeros(diverged.sum()), "x", color="red", markersize=9, mew=2)
+                axis.plot(ks[diverged], np.full(diverged.sum(), 0.96), "x", color="red", markersize=9, mew=2,
+                          transform=axis.get_xaxis_transform())  # fmt: skip
         if column == "bias":
             axis.axhline(0.0, color="black", linewidth=0.8)
-            all_k = sorted({int(r["negatives"]) for r in summary})
-            grid_k = np.array(all_k, dtype=float)
-            axis.plot(grid_k, np.log(grid_k + 1) - true_mi, color="gray", linestyle=":", label="log(K+1) - I")
-            if use_symlog:
-                axis.set_yscale("symlog", linthresh=2.0)
-        if column == "grad_norm" and any(v > 0 for v in finite):
+            axis.plot(all_k, np.log(all_k + 1) - true_mi, color="gray", linestyle=":", label="log(K+1) - I")
+            low = min([-true_mi] + panel_values) - 0.5
+            axis.set_ylim(low, BIAS_CEILING + 0.8)
+        elif any(v > 0 for v in panel_values):
             axis.set_yscale("log")
         axis.set_xscale("log", base=2)
         axis.set_title(f"true MI = {true_mi:g} nats")
@@ -105,6 +113,9 @@ def plot_against_k(summary: Sequence[dict[str, str]], column: str, path: Path, t
     if any(int(r.get("diverged") or 0) > 0 for r in summary):
         handles.append(plt.Line2D([], [], linestyle="", marker="x", color="red", mew=2))
         labels.append("diverged (some seed)")
+    if column == "bias":
+        handles.append(plt.Line2D([], [], linestyle="", marker="^", color="gray"))
+        labels.append(f"off scale (> {BIAS_CEILING:g}), value below")
     figure.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
     if title:
         figure.suptitle(title)
@@ -151,8 +162,10 @@ def plot_staircase(curves: Sequence[dict[str, str]], path: Path, title: str = ""
             last_step = int(points[-1, 0])
             if last_step + 1 < total:  # stopped early: diverged
                 axis.plot([last_step], [top - 0.3], "x", color="red", markersize=9, mew=2)
-        mean = np.nanmean(np.where(np.isfinite(stacked), stacked, np.nan), axis=0)
-        valid = np.isfinite(mean)
+        finite = np.isfinite(stacked)
+        counts = finite.sum(axis=0)
+        mean = np.where(finite, stacked, 0.0).sum(axis=0) / np.maximum(counts, 1)
+        valid = counts > 0
         if valid.any():
             axis.plot(
                 steps[valid], np.clip(_ema(mean[valid], ema_weight), -2, top), color=colour, label=estimator
