@@ -49,6 +49,8 @@ PARTS: tuple[tuple[str, str, list[str], int, list[str]], ...] = (
             "32",
             "--queue",
             "4096",
+            "--rounds",
+            "15",
         ],
         120,
         ["--rounds", "1", "--warmup", "1", "--batch-size", "8", "--image-size", "16", "--queue", "64"],
@@ -99,7 +101,10 @@ def summary_lines(name: str, data: dict) -> list[str]:
                 memory = row.get("memory_ratio")
                 memory_text = f", memory {memory:.2f} of (a)" if memory is not None else ""
                 lines.append(f"{shape} {candidate}: time {row['ratio']:.2f} of (a){memory_text}")
-        for verdict in data.get("targets", []):
+        verdicts = data.get("targets", [])
+        met = sum(1 for verdict in verdicts if verdict["time_met"] and verdict["memory_met"])
+        lines.append(f"targets (fused infonce/eqco/dcl, time and memory): {met} of {len(verdicts)} met")
+        for verdict in verdicts:
             if not (verdict["time_met"] and verdict["memory_met"]):
                 lines.append(
                     f"target not met: {'x'.join(map(str, verdict['shape']))} {verdict['candidate']}"
