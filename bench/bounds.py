@@ -262,9 +262,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--rounds must be >= 1, got {args.rounds}")
         if args.chunk_size is not None and args.chunk_size < 1:
             raise ValueError(f"--chunk-size must be >= 1, got {args.chunk_size}")
-        device = torch.device(args.device)
-        if device.type not in ("cpu", "cuda"):
+        if args.device.split(":")[0] not in ("cpu", "cuda"):
             raise ValueError(f"--device must be cpu or cuda, got {args.device!r}")
+        device = torch.device(args.device)
         if device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError("--device cuda: no CUDA device is available")
     except (ValueError, RuntimeError) as error:

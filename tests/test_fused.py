@@ -247,3 +247,93 @@ def test_bad_input_is_a_one_line_value_error(change, message):
             arguments.pop("query"), arguments.pop("positive_key"), arguments.pop("negatives"), **arguments
         )
     assert message in str(error.value)
+
+
+# ----------------------------------------------------------------------------------------------
+# the benchmark's measures (bench/harness.py, bench/bounds.py): the figures of docs/performance.md
+
+
+def _bench_module(name):
+    import importlib
+    import sys
+    from pathlib import Path
+
+    bench = str(Path(__file__).resolve().parent.parent / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    return importlib.import_module(name)
+
+
+def test_peak_memory_counts_live_tensors_and_not_views_or_inputs():
+    harness = _bench_module("harness")
+    existing = torch.ones(1000)
+
+    def allocate():
+        first = torch.ones(1000)  # 4000 bytes
+        second = torch.ones(500)  # 2000 bytes, alive with the first: peak 6000
+        del first, second
+        view = existing[:10].view(2, 5)  # a view of an input: no new memory
+        third = torch.ones(1200) * 2  # ones (4800) and the product (4800) alive together
+        return view, third
+
+    assert harness.peak_extra_bytes(allocate, torch.device("cpu")) == 9600
+
+
+def test_interleaved_ratios_of_a_call_against_itself_twice():
+    harness = _bench_module("harness")
+    calls = []
+
+    def baseline():
+        calls.append("a")
+
+    def candidate():
+        calls.append("b")
+
+    figures = harness.interleaved_ratios(baseline, {"b": candidate}, torch.device("cpu"), rounds=4)
+    assert calls == ["a", "b", "b", "a", "a", "b", "b", "a"]  # pairs, the order alternating
+    assert len(figures["b"]["ratios"]) == 4
+    assert figures["b"]["ratio_low"] <= figures["b"]["ratio"] <= figures["b"]["ratio_high"]
+
+
+def test_bounds_bench_tiny_run_writes_consistent_figures(tmp_path):
+    bench_bounds = _bench_module("bounds")
+    path = tmp_path / "bounds.json"
+    arguments = [
+        "--shapes",
+        "32x512x16",
+        "--chunk-size",
+        "128",
+        "--rounds",
+        "1",
+        "--quiet",
+        "--json",
+        str(path),
+    ]
+    code = bench_bounds.main(arguments)
+    assert code == 0
+    import json
+
+    record = json.loads(path.read_text())["records"][0]
+    rows = record["candidates"]
+    scores_bytes = 32 * 512 * 4
+    # (a) holds several (B, K+1) float32 matrices at once; the recomputing fused loss only
+    # chunks of (B, 128)
+    assert rows["baseline"]["peak_extra_bytes"] >= 2 * scores_bytes
+    assert rows["fused-recompute-infonce"]["peak_extra_bytes"] < scores_bytes
+    assert rows["fused-infonce"]["peak_extra_bytes"] < rows["baseline"]["peak_extra_bytes"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--shapes", "256x16384"], "--shapes takes BxKxd"),
+        (["--shapes", "0x10x4"], "every size must be >= 1"),
+        (["--device", "tpu"], "--device must be cpu or cuda"),
+        (["--rounds", "0"], "--rounds must be >= 1"),
+    ],
+)
+def test_bounds_bench_bad_arguments_are_one_line_errors(arguments, message, capsys):
+    bench_bounds = _bench_module("bounds")
+    assert bench_bounds.main(arguments) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("Error: ") and message in error and "\n" not in error
