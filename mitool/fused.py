@@ -55,7 +55,8 @@ products of B x chunk. Measured at B = 256, K = 16384: chunks of 2048 to 4096 we
 
 DEVICE_CHUNKS = 4
 """On a GPU the K negatives are split in this many chunks: few kernel launches, and a peak of
-about 1.25 (B, K) float32 buffers (the kept weights and one chunk's scores)."""
+about 1.25 (B, K) float32 buffers (the kept weights and one chunk's scores). Chosen without a GPU
+measurement; bench/gpu_check.sh compares four chunks with one and two."""
 
 
 def default_chunk_size(batch: int, num_negatives: int, device: torch.device) -> int:
@@ -143,9 +144,13 @@ def _negative_gradient(weights: Tensor, row_scaled_query: Tensor, per_query: boo
 
 class NegativeLogSumExp(torch.autograd.Function):
     """lse_i = log sum_k exp(q_i . n_k) in chunks of negatives, float32 out; shapes
-    q (B, d), n (K, d) or (B, K, d) -> (B,). See the module docstring for the backward pass."""
+    q (B, d), n (K, d) or (B, K, d) -> (B,). See the module docstring for the backward pass.
+
+    Under CUDA autocast the backward pass runs with the forward's autocast state (its matrix
+    products in bf16 or fp16 as the forward's), the weights and the result in float32."""
 
     @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda")
     def forward(ctx, scaled_query: Tensor, negatives: Tensor, chunk_size: int, recompute: bool) -> Tensor:
         num_negatives = negatives.shape[-2]
         chunk_lse = []
@@ -180,6 +185,7 @@ class NegativeLogSumExp(torch.autograd.Function):
         return lse
 
     @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, grad_lse: Tensor):
         scaled_query, negatives, stacked, lse, *kept_weights = ctx.saved_tensors
         need_query, need_negatives = ctx.needs_input_grad[0], ctx.needs_input_grad[1]

@@ -104,6 +104,19 @@ def test_fused_bfloat16_matches_the_exact_value_of_its_inputs(name, per_query, d
         assert relative_error(got, want) <= 2 * relative_error(reference, want) + 5e-3
 
 
+def test_under_autocast_the_result_is_the_float32_one_within_bf16_rounding(device):
+    inputs = make_embeddings(16, 100, 32, False, device, seed=5)
+    reference = fused("infonce", *inputs)
+    reference_gradients = gradients(reference, inputs)
+    with torch.autocast(device.type, dtype=torch.bfloat16):
+        result = fused("infonce", *inputs, chunk_size=30)
+    assert result.loss.dtype == torch.float32
+    assert value(result.loss) == pytest.approx(value(reference.loss), abs=1e-2)
+    for got, want in zip(gradients(result, inputs), reference_gradients, strict=True):
+        assert got.dtype == torch.float32
+        assert relative_error(got, want) < 3e-2
+
+
 def test_chunk_size_does_not_change_the_result(device):
     inputs = make_embeddings(5, 23, 4, False, device)
     reference = fused("infonce", *inputs, chunk_size=23)
