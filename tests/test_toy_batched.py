@@ -48,11 +48,13 @@ def test_vectorised_equals_sequential(critic: str, negatives: int, device: torch
     specs = [RunSpec(name, critic, negatives, seed, alpha=64.0) for name in estimators for seed in (0, 1)]
     vectorised = train_vectorised(specs, settings)
     sequential = train_sequential(specs, settings)
+    # bmm and mm sum in different orders; on a GPU their kernels differ more than on a CPU
+    tolerance = 1e-4 if device.type == "cpu" else 1e-3
     for batched, plain in zip(vectorised, sequential, strict=True):
         assert batched.spec == plain.spec
         assert np.isfinite(plain.estimates).all()
-        np.testing.assert_allclose(batched.estimates, plain.estimates, rtol=1e-4, atol=1e-4)
-        np.testing.assert_allclose(batched.grad_norms, plain.grad_norms, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(batched.estimates, plain.estimates, rtol=tolerance, atol=tolerance)
+        np.testing.assert_allclose(batched.grad_norms, plain.grad_norms, rtol=tolerance, atol=tolerance)
     # different seeds are different runs: the check above is not comparing copies of one run
     assert not np.allclose(vectorised[0].estimates, vectorised[1].estimates)
 
