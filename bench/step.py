@@ -79,13 +79,15 @@ def method_step(
     small_stem: bool,
     compile_model: bool,
     queue_size: int,
+    bn_mode: str = "shuffle",
 ) -> Callable[[], None]:
-    """One training step of ``method`` exactly as vision.train runs it."""
+    """One training step of ``method`` exactly as vision.train runs it (``bn_mode``: moco's
+    shuffle-BN with split BatchNorm on one process, or plain/synchronised BatchNorm)."""
     from vision.config import PretrainConfig, build_method, resolve_defaults
     from vision.train import training_step
 
     device = views[0].device
-    options = {"negatives": queue_size} if method == "moco" else {}
+    options = {"negatives": queue_size, "bn_mode": bn_mode} if method == "moco" else {}
     config = resolve_defaults(
         PretrainConfig(
             method=method,
@@ -123,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", default=None, choices=sorted(AUTOCAST), help="[bf16 cuda, fp32 cpu]")
     parser.add_argument("--queue", type=int, default=65536, help="moco's queue size K (default 65536)")
     parser.add_argument("--compile", action="store_true", help="torch.compile the method and the backbone")
+    parser.add_argument(
+        "--bn-mode", default="shuffle", choices=("shuffle", "sync"), help="moco's BatchNorm (default shuffle)"
+    )
     parser.add_argument("--rounds", type=int, default=5, help="interleaved pairs per method (default 5)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps of each first (default 2)")
     parser.add_argument("--json", default=None, help="write the figures to this JSON file")
@@ -173,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     errors: dict[str, str] = {}
     for method in methods:
         try:
-            step = method_step(method, arch, views, precision, small_stem, args.compile, args.queue)
+            step = method_step(
+                method, arch, views, precision, small_stem, args.compile, args.queue, args.bn_mode
+            )
             bare = bare_backbone_step(arch, views, method != "simclr", precision, small_stem, args.compile)
             for _ in range(args.warmup):
                 step()
@@ -228,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
                 "channels_last": True,
                 "compile": args.compile,
                 "moco_queue": args.queue,
+                "moco_bn_mode": args.bn_mode,
                 "rounds": args.rounds,
                 "target_overhead_percent_gpu": 10.0,
                 "methods": records,
