@@ -350,3 +350,19 @@ def test_bounds_bench_bad_arguments_are_one_line_errors(arguments, message, caps
     assert bench_bounds.main(arguments) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("Error: ") and message in error and "\n" not in error
+
+
+@pytest.mark.parametrize(
+    ("script", "arguments", "message"),
+    [
+        ("step", ["--arch", "vgg16"], "--arch must be one of small-cnn, resnet18, resnet34, resnet50"),
+        ("step", ["--methods", "byol"], "--methods takes names from moco, simo, simclr"),
+        ("step", ["--batch-size", "4"], "--batch-size must be >= 8"),
+        ("run_all", ["--only", "bounds,speed"], "--only takes names from bounds, step, data, toy_speed"),
+    ],
+)
+def test_other_bench_scripts_bad_arguments_are_one_line_errors(script, arguments, message, capsys):
+    module = _bench_module(script)
+    assert module.main(arguments) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("Error: ") and message in error and "\n" not in error
