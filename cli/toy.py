@@ -41,13 +41,14 @@ class _Progress:
                 file=click.get_text_stream("stderr"),
                 show_eta=True,
                 show_percent=True,
-                item_show_func=lambda value: None if value is None else f"estimate {value:.3f} nats",
+                item_show_func=lambda text: text,
             )
             self.bar.__enter__()
 
-    def __call__(self, done: int, estimate: float) -> None:
+    def __call__(self, done: int, estimate: float, note: str = "") -> None:
         if self.bar is not None:
-            self.bar.update(max(0, done - self.done), None if not math.isfinite(estimate) else estimate)
+            text = f"{note} mean estimate {estimate:.3f} nats".strip() if math.isfinite(estimate) else note
+            self.bar.update(max(0, done - self.done), text or None)
         self.done = max(self.done, done)
 
     def close(self) -> None:
@@ -309,6 +310,7 @@ def demo_command(out: str, steps_per_stage: int, device: str, quiet: bool) -> No
 @click.argument("out", type=click.Path(file_okay=False))
 def plot_command(out: str) -> None:
     """Redraw every figure of a `toy run` or `toy sweep` directory OUT from its CSV files."""
+    set_threads_to_free_cores()
     for path in plots.redraw(Path(out)):
         click.echo(f"wrote {path}")
 

@@ -14,6 +14,7 @@ goes to rank i mod WORLD_SIZE; rank 0 waits for every cell and then writes ``OUT
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -266,6 +267,11 @@ def _check_or_write_config(out: Path, config: dict, rank: int) -> None:
         atomic_write_json(path, config)
 
 
+def _shifted(progress: Callable, offset: int, note: str, steps: int, estimate: float) -> None:
+    """A cell's progress as the sweep's: steps counted from ``offset``, the cell named in ``note``."""
+    progress(offset + steps, estimate, note)
+
+
 def sweep(
     out: Path,
     grid: Grid,
@@ -279,8 +285,8 @@ def sweep(
     ``OUT/summary.csv``; returns its path on rank 0 and None elsewhere.
 
     ``progress_factory(total_steps)`` is called once with the number of training steps this rank
-    has to run and returns the progress callback. ``log`` gets one-line messages (divergences,
-    skipped cells).
+    has to run and returns the progress callback, called as ``progress(steps, estimate, note)``.
+    ``log`` gets one-line messages (divergences, skipped cells).
     """
     out = Path(out)
     rank, world = distributed_rank()
@@ -296,10 +302,7 @@ def sweep(
     for critic, negatives in pending:
         cell_progress = None
         if progress is not None:
-            offset = done_before
-
-            def cell_progress(steps: int, estimate: float, offset: int = offset) -> None:
-                progress(offset + steps, estimate)
+            cell_progress = functools.partial(_shifted, progress, done_before, f"{critic} K={negatives}:")
 
         run_cell(
             cell_specs(grid, critic, negatives),
