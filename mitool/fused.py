@@ -28,13 +28,11 @@ which the backward pass computes as two matrix products per chunk, with the row 
 applied to the (B, d) operands rather than to the (B, chunk) weights.
 
 The bound itself (the per-anchor formula, the estimate and the NPC multiplier) comes from
-:mod:`mitool.bounds`, evaluated on the reduced quantities (pos, lse): see
-:func:`bound_from_negative_logsumexp`.
+:mod:`mitool.bounds`, evaluated on the reduced quantities (pos, lse) by
+:func:`mitool.bounds.from_negative_logsumexp`.
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 from torch import Tensor
@@ -44,7 +42,6 @@ from mitool.bounds import BoundResult
 
 __all__ = [
     "NegativeLogSumExp",
-    "bound_from_negative_logsumexp",
     "contrastive_bound",
     "default_chunk_size",
 ]
@@ -71,50 +68,6 @@ _SMALLEST_SAFE_WEIGHT = 1e-30
 """Below this a softmax weight has lost relative precision (float32 denormals start at 1.2e-38)."""
 
 FUSED_BOUNDS: tuple[str, ...] = bounds.INFONCE_FAMILY
-
-
-# ----------------------------------------------------------------------------------------------
-# the bound from (pos, lse of the negatives)
-#
-# NOTE for the lead (mitool/bounds.py): this is a private bridge until mitool.bounds offers
-# ``from_negative_logsumexp(name, pos, neg_lse, num_negatives, **options)``. It evaluates the
-# public bound functions on a one-column "negatives" matrix that carries the reduced quantity,
-# so no loss formula is written here.
-
-
-def bound_from_negative_logsumexp(
-    name: str,
-    pos: Tensor,
-    neg_lse: Tensor,
-    num_negatives: int,
-    alpha: float | None = None,
-    sigma: float = 0.5,
-    temperature: float = 1.0,
-) -> BoundResult:
-    """The bound ``name`` of the InfoNCE family from pos (B,) and lse_i = log sum_k e^{neg_ik} (B,).
-
-    Equal to ``bounds.get(name, ...)(pos, neg)`` for any neg (B, K) with logsumexp(neg, 1) = neg_lse
-    and K = ``num_negatives``. How each bound is reached from mitool.bounds:
-
-    * eqco(alpha) and infonce (= eqco with alpha = K): a single negative column holding the
-      log-mean-exp lse_i - log K gives eqco's log(e^{pos} + (alpha/K) sum_k e^{neg}) exactly, and
-      the estimate log(alpha + 1) - loss does not depend on K;
-    * dcl and dclw: a single column holding lse_i gives the loss and NPC exactly; the estimate
-      log(K') - loss of a one-column call is raised by log K to the K-negative value.
-    """
-    if name not in FUSED_BOUNDS:
-        raise ValueError(f"bound must be one of {', '.join(FUSED_BOUNDS)}, got {name!r}")
-    log_negatives = math.log(num_negatives)
-    if name in ("infonce", "eqco"):
-        weight = float(num_negatives) if name == "infonce" else alpha
-        if weight is None:
-            raise ValueError("bound 'eqco' needs alpha (> 0)")
-        return bounds.eqco(pos, (neg_lse - log_negatives).unsqueeze(1), alpha=weight)
-    if name == "dcl":
-        result = bounds.dcl(pos, neg_lse.unsqueeze(1))
-    else:
-        result = bounds.dclw(pos, neg_lse.unsqueeze(1), sigma=sigma, temperature=temperature)
-    return BoundResult(loss=result.loss, mi=result.mi + log_negatives, npc=result.npc)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -304,6 +257,7 @@ def contrastive_bound(
     scaled_query = query * (1.0 / temperature)
     pos = (scaled_query.float() * positive_key.float()).sum(dim=1)
     neg_lse = NegativeLogSumExp.apply(scaled_query, negative_keys, chunk_size, bool(recompute))
-    return bound_from_negative_logsumexp(
-        bound, pos, neg_lse, negative_keys.shape[-2], alpha=alpha, sigma=sigma, temperature=temperature
-    )
+    options = {"alpha": alpha} if bound == "eqco" else {}
+    if bound == "dclw":
+        options = {"sigma": sigma, "temperature": temperature}
+    return bounds.from_negative_logsumexp(bound, pos, neg_lse, negative_keys.shape[-2], **options)
