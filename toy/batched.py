@@ -229,7 +229,7 @@ class _Group:
 
             # None when the sub-group is the whole model: no gather needed
             index = None if len(rows) == len(self.alive) else torch.tensor(rows, device=self.device)
-            self.subgroups.append((vmap(values), negatives, index, rows))
+            self.subgroups.append((vmap(values), negatives, index))
         self.alive_index = torch.tensor(self.alive, device=self.device)
 
     def drop(self, rows_to_drop: set[int]) -> None:
@@ -294,7 +294,7 @@ def train_vectorised(
         pos, neg = group.critic.scores(x, y, marginal)
         mi = torch.empty(len(group.alive), device=device)
         loss_total = pos.new_zeros(())
-        for values, negatives, index, _rows in group.subgroups:
+        for values, negatives, index in group.subgroups:
             if index is None:
                 loss, mi = values(pos, neg[..., :negatives])
                 mi = mi.detach()

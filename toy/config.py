@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from mitool import bounds, critics, tasks
 
 __all__ = [
     "DEFAULT_ALPHA",
+    "DIVERGENCE_THRESHOLD",
     "ESTIMATORS",
     "MAX_NEGATIVES",
     "RunSpec",
@@ -29,6 +30,7 @@ __all__ = [
     "check_estimator",
     "check_negatives",
     "critic_options",
+    "parse_list",
 ]
 
 ESTIMATORS: tuple[str, ...] = tuple(name for name in bounds.NAMES if name != "mine")
@@ -132,7 +134,6 @@ class ToySettings:
     temperature: float = 0.1
     divergence_threshold: float = DIVERGENCE_THRESHOLD
     device: str = "cpu"
-    extra: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         _check_whole("--dim", self.dim, 1)
@@ -170,7 +171,6 @@ class ToySettings:
 
     def as_dict(self) -> dict:
         values = asdict(self)
-        values.pop("extra")
         values["mi_values"] = list(self.mi_values)
         return values
 

@@ -173,7 +173,10 @@ def estimate_mi(
     train, test = order[:n_train], order[n_train:]
     x_mean, x_std = x[train].mean(0), x[train].std(0) + 1e-12
     y_mean, y_std = y[train].mean(0), y[train].std(0) + 1e-12
-    to_tensor = lambda a: torch.as_tensor(a, dtype=torch.float32, device=device)  # noqa: E731
+
+    def to_tensor(array: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(array, dtype=torch.float32, device=device)
+
     x_train, y_train = to_tensor((x[train] - x_mean) / x_std), to_tensor((y[train] - y_mean) / y_std)
     x_test, y_test = to_tensor((x[test] - x_mean) / x_std), to_tensor((y[test] - y_mean) / y_std)
 

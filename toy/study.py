@@ -189,8 +189,10 @@ def run_cell(
     directory: Path,
     progress: ProgressCallback | None = None,
     log: Log | None = None,
+    mark_done: bool = True,
 ) -> list[RunRecord]:
-    """Train one cell and write its curves.csv, summary.csv and (last) done.json into ``directory``."""
+    """Train one cell and write its curves.csv, summary.csv and (last, when ``mark_done``) done.json
+    into ``directory``."""
     records = train_vectorised(specs, settings, progress=progress)
     for record in records:
         if record.diverged_step is not None and log is not None:
@@ -198,6 +200,8 @@ def run_cell(
     directory.mkdir(parents=True, exist_ok=True)
     write_csv(directory / "curves.csv", CURVE_COLUMNS, curve_rows(records, settings))
     write_csv(directory / "summary.csv", SUMMARY_COLUMNS, summarize(records, settings))
+    if not mark_done:
+        return records
     atomic_write_json(
         directory / "done.json",
         {
@@ -348,7 +352,6 @@ def run(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     specs = cell_specs(grid, grid.critics[0], grid.negatives[0])
-    records = run_cell(specs, settings, out, progress=progress, log=log)
-    (out / "done.json").unlink(missing_ok=True)
+    records = run_cell(specs, settings, out, progress=progress, log=log, mark_done=False)
     atomic_write_json(out / "config.json", study_config("run", grid, settings))
     return records
