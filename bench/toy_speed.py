@@ -4,8 +4,9 @@ Both paths train the same R runs (default: 16 InfoNCE runs with seeds 0..15, the
 critic with 256-wide MLPs and a 32-dim embedding, d = 20, batch 64, K = 63 in-batch negatives) for
 the same number of steps, and are tested to give the same estimates (tests/test_toy_batched.py).
 
-Printed: aggregate critic-steps/s of both paths (runs x steps / wall seconds), their ratio, and the
-achieved GFLOP/s of each against this machine's own matmul GFLOP/s (a large square float32 matmul).
+Printed: aggregate critic-steps/s of both paths (runs x steps / wall seconds, best of --repeats
+interleaved timings), their ratio, and the achieved GFLOP/s of each against this machine's own
+matmul GFLOP/s (a large square float32 matmul).
 The FLOP count per critic step is analytic: forward = 2 multiply-adds per weight per row through
 both MLPs (B rows each) plus the B x B x E score matrix; forward + backward is counted as 3 x
 forward (the usual rule: the backward pass costs about two forwards).
@@ -71,7 +72,8 @@ def timed(function, device: torch.device) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=16, help="R, the number of runs (seeds)")
-    parser.add_argument("--steps", type=int, default=150, help="training steps per run and path")
+    parser.add_argument("--steps", type=int, default=100, help="training steps per run and path")
+    parser.add_argument("--repeats", type=int, default=3, help="timed repeats of each path (best is kept)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--negatives", type=int, default=63, help="K (default B - 1, the other rows)")
     parser.add_argument("--estimator", default="infonce")
@@ -92,8 +94,11 @@ def main() -> None:
     train_vectorised(specs, warm_up)
     train_sequential(specs[:2], warm_up)
 
-    vectorised_seconds = timed(lambda: train_vectorised(specs, settings), device)
-    loop_seconds = timed(lambda: train_sequential(specs, settings), device)
+    # best of --repeats, the two paths interleaved: other work on a shared machine only slows runs down
+    vectorised_seconds = loop_seconds = float("inf")
+    for _ in range(args.repeats):
+        vectorised_seconds = min(vectorised_seconds, timed(lambda: train_vectorised(specs, settings), device))
+        loop_seconds = min(loop_seconds, timed(lambda: train_sequential(specs, settings), device))
     critic_steps = args.runs * args.steps
     flops = flops_per_critic_step(settings) * critic_steps
     size = args.matmul_size or (8192 if device.type == "cuda" else 2048)
@@ -104,6 +109,7 @@ def main() -> None:
         "threads": threads,
         "runs": args.runs,
         "steps": args.steps,
+        "repeats": args.repeats,
         "batch_size": args.batch_size,
         "negatives": args.negatives,
         "estimator": args.estimator,
