@@ -97,6 +97,9 @@ def _common_data_options(function):
 @click.option("--compile", "compile_model", is_flag=True, help="torch.compile the model.")
 @click.option("--out", required=True, help="Run directory: checkpoint.pt, metrics.jsonl.")
 @click.option("--max-steps", type=int, default=None, help="Stop after this many steps (smoke tests).")
+@click.option(
+    "--max-minutes", type=float, default=None, help="Stop (with a checkpoint) after this wall time."
+)
 @click.option("--resume", is_flag=True, help="Continue the run in --out exactly where it stopped.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--workers", type=int, default=4, show_default=True, help="Data loader processes per rank.")

@@ -56,11 +56,25 @@ def _train(method: str, rank: int, world: int) -> dict[str, torch.Tensor]:
     return {name: value.detach().clone() for name, value in model.state_dict().items()}
 
 
+def _shuffled_and_plain_keys(rank: int, world: int) -> torch.Tensor:
+    """MoCo's keys of this rank's images through shuffle-BN (across ranks) and without shuffling,
+    stacked; with BatchNorm in eval mode the shuffle must not change any key."""
+    torch.manual_seed(0)
+    config = resolve_defaults(
+        PretrainConfig(method="moco", arch="small-cnn", negatives=32, bn_mode="shuffle"), 16
+    )
+    model = build_method(config, 3, torch.device("cpu")).eval()
+    images = _global_batch()[1][rank * GLOBAL_BATCH // world : (rank + 1) * GLOBAL_BATCH // world]
+    with torch.no_grad():
+        return torch.stack([model.keys(images), model._key(images)])
+
+
 def _worker(rank: int, world: int, directory: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{directory}/rendezvous", rank=rank, world_size=world)
     try:
         states = {method: _train(method, rank, world) for method in METHODS}
+        states["shuffled_keys"] = _shuffled_and_plain_keys(rank, world)
         torch.save(states, os.path.join(directory, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
@@ -91,6 +105,14 @@ def test_the_queue_holds_keys_from_all_ranks(two_process_states) -> None:
     first, second = (states["moco"] for states in two_process_states)
     assert int(first["queue_pointer"]) == int(second["queue_pointer"]) == 3 * GLOBAL_BATCH
     assert torch.equal(first["queue"], second["queue"])
+
+
+def test_shuffle_bn_returns_every_key_to_its_image(two_process_states) -> None:
+    for states in two_process_states:
+        shuffled, plain = states["shuffled_keys"]
+        assert torch.allclose(shuffled, plain, atol=1e-6)
+    shuffled, plain = _shuffled_and_plain_keys(0, 1)
+    assert torch.allclose(shuffled, plain, atol=1e-6)
 
 
 def test_cross_rank_batch_norm_is_plain_batch_norm_on_one_process() -> None:

@@ -79,6 +79,7 @@ class PretrainConfig:
     batch_size: int = 256
     out: str = "runs/pretrain"
     max_steps: int | None = None
+    max_minutes: float | None = None
     device: str = "cpu"
     workers: int = 4
     base_lr: float | None = None
@@ -158,6 +159,7 @@ def resolve_defaults(config: PretrainConfig, native_image_size: int | None = Non
     _check_at_least("batch_size", config.batch_size, 2)
     _check_at_least("image_size", image_size, 8)
     _check_at_least("max_steps", config.max_steps, 1)
+    _check_at_least("max_minutes", config.max_minutes, 0, strict=True)
     _check_at_least("workers", config.workers, 0)
     _check_at_least("knn_every", config.knn_every, 0)
     _check_at_least("knn_max_samples", config.knn_max_samples, 1)

@@ -20,6 +20,8 @@ data loader to the saved position (the order and worker seeds are functions of (
 then restores the RNG states: on one process the parameters after N + resume + M steps equal
 those after N + M steps in one go. Under DDP every rank restores rank 0's RNG states.
 
+``max_steps`` and ``max_minutes`` (wall time of this call) end a run early, with a checkpoint.
+
 A NaN or infinite loss or gradient norm stops the run before the optimizer step with
 :class:`TrainingDiverged`, naming the step; the last checkpoint on disk is the last good one.
 
@@ -61,6 +63,7 @@ METRICS_NAME = "metrics.jsonl"
 # options that may change when a run is resumed; any other difference is an error
 _RESUMABLE_CHANGES = {
     "max_steps",
+    "max_minutes",
     "workers",
     "checkpoint_every",
     "log_every",
@@ -296,7 +299,8 @@ def pretrain(config: PretrainConfig, resume: bool = False, progress: bool = True
     last_knn: dict[str, Any] = {}
     interval = _Interval()
     images_per_step = config.batch_size
-    stop = config.max_steps is not None and step >= config.max_steps
+    run_started = time.perf_counter()
+    stop = _should_stop(config, step, run_started)
     try:
         while epoch < config.epochs and not stop:
             loader.set_epoch(epoch)
@@ -338,7 +342,7 @@ def pretrain(config: PretrainConfig, resume: bool = False, progress: bool = True
                 if step % config.log_every == 0:
                     last_metrics = interval.record(step, epoch + 1, lr, images_per_step)
                     metrics.write(last_metrics)
-                stop = config.max_steps is not None and step >= config.max_steps
+                stop = _should_stop(config, step, run_started)
                 if step % config.checkpoint_every == 0 or stop:
                     save_checkpoint(epoch, batches_done)
             bar.close()
@@ -356,6 +360,20 @@ def pretrain(config: PretrainConfig, resume: bool = False, progress: bool = True
     if is_main:
         skipped_images.report()
     return {"steps": step, "epochs": epoch, "metrics": last_metrics, "knn": last_knn, "out": out}
+
+
+def _should_stop(config: PretrainConfig, step: int, run_started: float) -> bool:
+    """max_steps reached, or max_minutes of wall time spent in this process (the ranks agree)."""
+    if config.max_steps is not None and step >= config.max_steps:
+        return True
+    if config.max_minutes is None:
+        return False
+    late = torch.tensor([float(time.perf_counter() - run_started > 60 * config.max_minutes)])
+    if distributed.is_distributed():
+        device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+        late = late.to(device)
+        dist.all_reduce(late, op=dist.ReduceOp.MAX)
+    return bool(late.item())
 
 
 def _saved_step(path: str) -> int | str:
