@@ -180,6 +180,9 @@ def knn(checkpoint, dataset, data_dir, image_size, k, temperature, batch_size, w
 @_common_data_options
 @click.option("--image-size", type=int, default=None, help="[the pretraining run's]")
 @click.option("--epochs", type=int, default=100, show_default=True)
+@click.option(
+    "--max-epochs", type=int, default=None, help="Stop after this many epochs (--resume continues)."
+)
 @click.option("--batch-size", type=int, default=256, show_default=True)
 @click.option("--lr", type=float, default=30.0, show_default=True)
 @click.option("--momentum", type=float, default=0.9, show_default=True)

@@ -41,7 +41,8 @@ RESULT_NAME = "linear.json"
 
 @dataclass
 class LinearConfig:
-    """Settings of the linear protocol; dataset/data_dir/image_size ``None``: the pretraining run's."""
+    """Settings of the linear protocol; dataset/data_dir/image_size ``None``: the pretraining run's.
+    ``max_epochs`` stops early (the schedule still spans ``epochs``); resume continues."""
 
     checkpoint: str
     out: str
@@ -49,6 +50,7 @@ class LinearConfig:
     data_dir: str | None = None
     image_size: int | None = None
     epochs: int = 100
+    max_epochs: int | None = None
     batch_size: int = 256
     lr: float = 30.0
     momentum: float = 0.9
@@ -64,6 +66,8 @@ def _check(config: LinearConfig) -> None:
     for name in ("epochs", "batch_size"):
         if getattr(config, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(config, name)}")
+    if config.max_epochs is not None and config.max_epochs < 1:
+        raise ValueError(f"max_epochs must be >= 1, got {config.max_epochs}")
     if config.lr <= 0:
         raise ValueError(f"lr must be > 0, got {config.lr}")
     if config.weight_decay < 0 or not 0 <= config.momentum < 1:
@@ -143,7 +147,8 @@ def linear_evaluation(config: LinearConfig, resume: bool = False, progress: bool
     train_loader = make_loader(
         train_set, config.batch_size, True, config.workers, config.seed, drop_last=False
     )
-    for epoch in range(start_epoch, config.epochs):
+    last_epoch = min(config.epochs, config.max_epochs or config.epochs)
+    for epoch in range(start_epoch, last_epoch):
         for group in optimizer.param_groups:
             group["lr"] = step_decay(epoch, config.lr, config.milestones)
         if cached is not None:
@@ -177,7 +182,7 @@ def linear_evaluation(config: LinearConfig, resume: bool = False, progress: bool
     )
     with torch.no_grad():
         top1, top5 = _top_k(classifier(features), labels)
-    result = {"top1": top1, "top5": top5, "epochs": config.epochs, "settings": settings}
+    result = {"top1": top1, "top5": top5, "epochs": max(last_epoch, start_epoch), "settings": settings}
     _write_json(os.path.join(config.out, RESULT_NAME), result)
     return result
 
