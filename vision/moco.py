@@ -119,7 +119,11 @@ class MoCo(nn.Module):
                 f"negatives (the MoCo queue size, {size}) must be >= the keys enqueued per step ({count})"
             )
         slots = (int(self.queue_pointer) + torch.arange(count, device=self.queue.device)) % size
-        self.queue[slots] = keys.to(self.queue.dtype)
+        # a new tensor rather than an in-place write: the old queue may still be needed by the
+        # backward pass of the scores it produced (and torch.compile may drop a defensive clone)
+        queue = self.queue.clone()
+        queue[slots] = keys.to(queue.dtype)
+        self.queue = queue
         self.queue_pointer.fill_((int(self.queue_pointer) + count) % size)
 
     def forward(self, view_1: Tensor, view_2: Tensor) -> BoundResult:
@@ -130,7 +134,7 @@ class MoCo(nn.Module):
         if self.symmetric:
             queries = torch.cat([queries, self._query(view_2)])
             keys = torch.cat([keys, self.keys(view_1)])
-        pos, neg = query_key_scores(queries, keys, self.queue.clone(), self.temperature)
+        pos, neg = query_key_scores(queries, keys, self.queue, self.temperature)
         result = self.bound(pos, neg)
         self.enqueue(distributed.gather_without_grad(keys))
         return result
