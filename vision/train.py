@@ -64,6 +64,7 @@ METRICS_NAME = "metrics.jsonl"
 _RESUMABLE_CHANGES = {
     "max_steps",
     "max_minutes",
+    "device",
     "workers",
     "checkpoint_every",
     "log_every",
