@@ -19,6 +19,7 @@ from vision.data import (
     SkippedImages,
     UnreadableImage,
     UnreadableImagesWarning,
+    augmentation_seed,
     collate_skipping_unreadable,
     dataset_info,
     load_dataset,
@@ -284,6 +285,52 @@ def test_worker_augmentations_are_fixed_by_seed_and_epoch():
     epoch_0 = first_views(0)
     assert torch.equal(epoch_0, first_views(0))  # a resumed run sees the same views
     assert not torch.equal(epoch_0, first_views(1))
+
+
+class _RandomDraws(torch.utils.data.Dataset):
+    """Item i: (four uniform draws from torch's global generator, i); the draws stand for an
+    augmentation's random parameters and do not depend on the image."""
+
+    def __len__(self) -> int:
+        return 16
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        return torch.rand(4), index
+
+
+def _rank_draws(num_workers: int, rank: int, world_size: int = 2, epoch: int = 0) -> torch.Tensor:
+    loader = make_loader(
+        _RandomDraws(), 4, shuffle=True, num_workers=num_workers, seed=5, drop_last=True,
+        distributed=True, epoch=epoch, rank=rank, world_size=world_size,
+    )  # fmt: skip
+    return torch.cat([inputs for inputs, _, _ in loader])
+
+
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_each_rank_draws_its_own_augmentations(num_workers):
+    rank_0, rank_1 = _rank_draws(num_workers, 0), _rank_draws(num_workers, 1)
+    assert rank_0.shape == rank_1.shape == (8, 4)
+    # the same stream on both ranks would repeat the same draws for different images
+    assert not torch.isclose(rank_0, rank_1).any()
+    assert torch.equal(rank_0, _rank_draws(num_workers, 0))  # fixed by (seed, epoch, rank): resumable
+    assert torch.equal(rank_1, _rank_draws(num_workers, 1))
+    assert not torch.isclose(rank_0, _rank_draws(num_workers, 0, epoch=1)).any()
+
+
+def test_rank_zero_and_one_process_keep_the_single_process_seeds():
+    assert augmentation_seed(3, 7) == augmentation_seed(3, 7, rank=0) == 3 * 1_000_003 + 7
+    assert len({augmentation_seed(3, 7, rank) for rank in range(64)}) == 64
+    # workers: rank 0 of a distributed run draws what one process draws (first half of its items)
+    single = make_loader(_RandomDraws(), 4, shuffle=True, num_workers=1, seed=5, drop_last=True)
+    single_draws = torch.cat([inputs for inputs, _, _ in single])
+    assert torch.equal(_rank_draws(1, 0), single_draws[:8])
+    # main process under DDP: the loader's own stream leaves the global generator untouched
+    torch.manual_seed(11)
+    before = torch.get_rng_state()
+    draws = _rank_draws(0, 1)
+    assert torch.equal(torch.get_rng_state(), before)
+    expected = torch.Generator().manual_seed(augmentation_seed(5, 0, 1))
+    assert torch.equal(draws, torch.rand(8, 4, generator=expected))
 
 
 def test_dataset_errors_reach_the_command_line_as_one_line(tmp_path):

@@ -46,6 +46,7 @@ __all__ = [
     "SyntheticImages",
     "UnreadableImage",
     "UnreadableImagesWarning",
+    "augmentation_seed",
     "collate_skipping_unreadable",
     "dataset_info",
     "load_dataset",
@@ -566,26 +567,76 @@ class SeededSampler(Sampler[int]):
         return self.length
 
 
+def augmentation_seed(seed: int, epoch: int, rank: int = 0) -> int:
+    """The seed of the augmentation stream of one rank in one epoch.
+
+    Rank 0 (and a single process): seed * 1_000_003 + epoch. Rank r > 0: a 63-bit number mixed
+    from (seed, epoch, r) by numpy's ``SeedSequence``, so that under DDP every rank augments its
+    share of the images with its own random draws (one shared stream would give every rank the
+    same crops and colours for different images). A function of (seed, epoch, rank) only: a
+    resumed run replays the same draws.
+    """
+    if rank == 0:
+        return seed * 1_000_003 + epoch
+    state = np.random.SeedSequence([seed, epoch, rank]).generate_state(2, dtype=np.uint32)
+    return (int(state[0]) << 31) ^ int(state[1])
+
+
 class SkippingDataLoader(DataLoader):
     """A DataLoader of ``(inputs, labels, skipped)`` batches that never yields an empty batch: the
     names skipped from a batch whose items were all unreadable are carried into the next batch
     (or yielded with ``inputs`` None at the very end). ``set_epoch(e)`` fixes the order and the
-    worker seeds for epoch e."""
+    augmentation seeds for epoch e.
 
-    def __init__(self, *args: Any, seed: int = 0, **kwargs: Any) -> None:
+    Augmentations are drawn from :func:`augmentation_seed` (seed, epoch, rank): in worker
+    processes through the DataLoader's generator (worker w gets that seed's base + w, as
+    torch's DataLoader does); with ``num_workers=0`` and ``own_stream`` (used under DDP), the
+    main process fetches each batch with torch's global generator switched to the loader's own
+    stream and back, so that the training's random draws (which must agree across ranks, e.g.
+    SiMo's negatives) are not consumed by the augmentation. Without ``own_stream`` and workers,
+    the transforms draw from the global generator as usual (single-process behaviour).
+    """
+
+    def __init__(
+        self, *args: Any, seed: int = 0, rank: int = 0, own_stream: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.seed = seed
+        self.rank = rank
+        self.own_stream = own_stream
+        self._stream_state: torch.Tensor | None = None
 
     def set_epoch(self, epoch: int) -> None:
-        """Order and augmentation seeds (in worker processes) of epoch ``epoch``."""
+        """Order and augmentation seeds of epoch ``epoch``."""
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(epoch)
+        seed = augmentation_seed(self.seed, epoch, self.rank)
         if self.generator is not None:
-            self.generator.manual_seed(self.seed * 1_000_003 + epoch)
+            self.generator.manual_seed(seed)
+        self._stream_state = torch.Generator().manual_seed(seed).get_state()
+
+    def _batches(self) -> Iterator[tuple[Any, torch.Tensor, list[str]]]:
+        if not (self.own_stream and self.num_workers == 0):
+            yield from super().__iter__()
+            return
+        # the stream restarts at each iteration (as workers' seeds do), so a replay is exact
+        stream_state = self._stream_state
+        batches = super().__iter__()
+        while True:
+            outside_state = torch.get_rng_state()
+            torch.set_rng_state(stream_state)
+            try:
+                batch = next(batches, None)
+            finally:
+                stream_state = torch.get_rng_state()
+                torch.set_rng_state(outside_state)
+            if batch is None:
+                return
+            yield batch
 
     def __iter__(self) -> Iterator[tuple[Any, torch.Tensor, list[str]]]:  # type: ignore[override]
         carried: list[str] = []
-        for inputs, labels, skipped in super().__iter__():
+        for inputs, labels, skipped in self._batches():
             if inputs is None:
                 carried.extend(skipped)
                 continue
@@ -604,23 +655,36 @@ def make_loader(
     drop_last: bool,
     distributed: bool = False,
     epoch: int = 0,
+    rank: int | None = None,
+    world_size: int | None = None,
 ) -> SkippingDataLoader:
     """A loader of ``(inputs, labels, skipped)`` batches over ``dataset``.
 
     The order is fixed by (seed, epoch): a :class:`SeededSampler`, or a ``DistributedSampler``
     (this rank's share, shuffled by the same seed on every rank) when ``distributed``; call
-    ``loader.set_epoch(e)`` to move on to epoch e. Worker processes draw their augmentations from
-    seeds fixed by (seed, epoch) too. Batches hold fewer than ``batch_size`` items when images
-    were unreadable; ``skipped`` names them (feed it to :class:`SkippedImages`).
+    ``loader.set_epoch(e)`` to move on to epoch e. Augmentations are drawn from seeds fixed by
+    (seed, epoch, rank) (:func:`augmentation_seed`): every rank has its own stream, a single
+    process draws as rank 0. ``rank`` and ``world_size`` default to the process group's when
+    ``distributed`` (give them to build one rank's loader without a process group). Batches
+    hold fewer than ``batch_size`` items when images were unreadable; ``skipped`` names them
+    (feed it to :class:`SkippedImages`).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if num_workers < 0:
         raise ValueError(f"num_workers must be >= 0, got {num_workers}")
     if distributed:
-        sampler: Sampler[int] = DistributedSampler(dataset, shuffle=shuffle, seed=seed, drop_last=drop_last)
+        sampler: Sampler[int] = DistributedSampler(
+            dataset, num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last
+        )
+        rank = sampler.rank
     else:
+        if rank not in (None, 0) or world_size not in (None, 1):
+            raise ValueError(
+                f"rank and world_size are for distributed=True only, got rank={rank}, world_size={world_size}"
+            )
         sampler = SeededSampler(len(dataset), shuffle, seed)
+        rank = 0
     generator = torch.Generator()
     loader = SkippingDataLoader(
         dataset,
@@ -633,6 +697,8 @@ def make_loader(
         persistent_workers=False,
         generator=generator,
         seed=seed,
+        rank=rank,
+        own_stream=distributed,
     )
     loader.set_epoch(epoch)
     return loader

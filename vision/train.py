@@ -16,9 +16,11 @@ atomically (see :mod:`vision.checkpoint`) with: the model (query encoder, moment
 queue, whichever the method has), the optimizer, the schedule, the gradient scaler, the epoch and
 step, the position in the epoch's data order (seed, epoch, batches done), the RNG states of
 torch (CPU and CUDA), numpy and Python, and the config. ``resume`` reloads all of it, replays the
-data loader to the saved position (the order and worker seeds are functions of (seed, epoch)),
-then restores the RNG states: on one process the parameters after N + resume + M steps equal
-those after N + M steps in one go. Under DDP every rank restores rank 0's RNG states.
+data loader to the saved position (the order and the augmentation seeds are functions of
+(seed, epoch, rank), :func:`vision.data.augmentation_seed`), then restores the RNG states: on one
+process the parameters after N + resume + M steps equal those after N + M steps in one go. Under
+DDP every rank restores rank 0's RNG states (the global generator is the same on every rank; each
+rank's augmentations come from its own stream).
 
 ``max_steps`` and ``max_minutes`` (wall time of this call) end a run early, with a checkpoint.
 
