@@ -111,6 +111,13 @@ def _common_data_options(function):
     "--knn-every", type=int, default=10, show_default=True, help="Epochs between kNN monitors (0: off)."
 )
 @click.option("--knn-max-samples", type=int, default=None, help="Cap on the monitor's memory and query sets.")
+@click.option(
+    "--gpu-augment",
+    type=click.Choice(["off", "decode", "jpeg"]),
+    default="off",
+    show_default=True,
+    help="Make the two views on --device: workers only decode (decode) or read JPEG bytes (jpeg).",
+)
 @click.option("--synthetic-size", type=int, default=None, help="Images in the synthetic dataset [2048].")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--quiet", is_flag=True, help="No progress bar.")

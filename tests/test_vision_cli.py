@@ -89,6 +89,30 @@ def test_a_corrupt_jpeg_in_an_image_folder_is_skipped_and_counted(tmp_path) -> N
     assert state["step"] == 2  # 17 files, 16 readable, batch 8: both batches trained
 
 
+def test_gpu_augment_jpeg_decodes_on_the_device_and_counts_undecodable_files(tmp_path) -> None:
+    """--gpu-augment jpeg on CPU: workers hand over JPEG bytes; a file with JPEG markers but no
+    image inside passes the worker's check and is rejected by the decoder, then skipped and named."""
+    generator = np.random.default_rng(1)
+    for split in ("train", "val"):
+        for label in range(2):
+            folder = tmp_path / "images" / split / f"class{label}"
+            folder.mkdir(parents=True)
+            for index in range(8):
+                pixels = generator.integers(0, 80, (24, 20, 3)) + 150 * label
+                Image.fromarray(pixels.astype(np.uint8)).save(folder / f"{index}.jpg", quality=90)
+    (tmp_path / "images" / "train" / "class1" / "empty.jpg").write_bytes(b"\xff\xd8\xff\xe0 nothing \xff\xd9")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = _run("pretrain", "--method", "simclr", "--dataset", "imagefolder", "--data",
+                      str(tmp_path / "images"), "--gpu-augment", "jpeg", "--epochs", "1", "--knn-every", "0",
+                      "--out", str(tmp_path / "run"), *TINY)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    messages = [str(w.message) for w in caught if issubclass(w.category, UnreadableImagesWarning)]
+    assert messages and all("skipped 1 unreadable image" in m and "empty.jpg" in m for m in messages)
+    state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
+    assert state["step"] == 2 and state["config"]["gpu_augment"] == "jpeg"
+
+
 def test_missing_or_empty_dataset_directories_are_clear_errors(tmp_path) -> None:
     (tmp_path / "empty" / "train").mkdir(parents=True)
     for directory in (str(tmp_path / "missing"), str(tmp_path / "empty")):
@@ -111,6 +135,8 @@ def test_missing_or_empty_dataset_directories_are_clear_errors(tmp_path) -> None
         (["--key-momentum", "1.5"], ["key_momentum must be in [0, 1)"]),
         (["--method", "byol"], ["Invalid value for '--method'"]),
         (["--precision", "fp16"], ["fp16 needs device cuda"]),
+        (["--gpu-augment", "jpeg"], ["gpu_augment jpeg is for dataset imagefolder only"]),
+        (["--gpu-augment", "gpu"], ["Invalid value for '--gpu-augment'"]),
     ],
 )
 def test_bad_pretrain_options_give_exit_code_2_and_one_line(tmp_path, arguments, fragments) -> None:

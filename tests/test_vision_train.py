@@ -57,6 +57,26 @@ def test_resume_gives_the_same_parameters_as_one_run(tmp_path, method: str, firs
     assert steps == list(range(1, 9))
 
 
+def test_device_augmentation_trains_and_resumes_exactly(tmp_path) -> None:
+    """--gpu-augment decode on CPU tensors: workers decode, GPUTwoViewAugment makes the views; its
+    generator state travels in the checkpoint, so 6 steps == 2 + resume + 4 (mid-epoch stop)."""
+    options = dict(gpu_augment="decode", knn_every=0)
+    pretrain(_config(tmp_path / "once", "simclr", max_steps=6, **options), progress=False)
+    pretrain(_config(tmp_path / "twice", "simclr", max_steps=2, **options), progress=False)
+    saved = checkpoints.load(str(tmp_path / "twice" / "checkpoint.pt"), kind="pretrain")
+    assert len(saved["gpu_augment"]) == 1 and saved["gpu_augment"][0]["generator"].dtype == torch.uint8
+    pretrain(_config(tmp_path / "twice", "simclr", max_steps=6, **options), resume=True, progress=False)
+    once, twice = _state(tmp_path / "once"), _state(tmp_path / "twice")
+    for name in once:
+        assert torch.equal(once[name], twice[name]), name
+    # the views differ from the CPU pipeline's: the same run without the option trains differently
+    pretrain(_config(tmp_path / "cpu", "simclr", max_steps=6, knn_every=0), progress=False)
+    plain = _state(tmp_path / "cpu")
+    assert any(not torch.equal(plain[name], once[name]) for name in once if once[name].is_floating_point())
+    with pytest.raises(ValueError, match="option gpu_augment differs"):
+        pretrain(_config(tmp_path / "twice", "simclr", max_steps=8, knn_every=0), resume=True, progress=False)
+
+
 def test_resume_rejects_a_truncated_checkpoint_and_keeps_the_previous(tmp_path) -> None:
     out = tmp_path / "run"
     pretrain(_config(out, max_steps=2, checkpoint_every=1, knn_every=0), progress=False)

@@ -38,6 +38,7 @@ __all__ = [
     "LOSSES",
     "METHODS",
     "METHOD_DEFAULTS",
+    "GPU_AUGMENT_MODES",
     "PretrainConfig",
     "build_method",
     "resolve_defaults",
@@ -47,6 +48,10 @@ METHODS: tuple[str, ...] = ("moco", "simo", "simclr")
 LOSSES: tuple[str, ...] = bounds.INFONCE_FAMILY
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
 BN_MODES: tuple[str, ...] = ("shuffle", "sync")
+GPU_AUGMENT_MODES: tuple[str, ...] = ("off", "decode", "jpeg")
+"""Where the two views are made: "off" in the loader workers (torchvision on the CPU); "decode"
+workers decode, the views are made on the run's device (:mod:`vision.gpu_augment`); "jpeg" workers
+read the JPEG bytes, decoded and augmented on the device (imagefolder only)."""
 
 METHOD_DEFAULTS: dict[str, dict[str, object]] = {
     "moco": dict(loss="infonce", negatives=65536, temperature=0.2, base_lr=0.03, warmup_epochs=0.0),
@@ -104,6 +109,7 @@ class PretrainConfig:
     seed: int = 0
     download: bool = False
     synthetic_size: int | None = None
+    gpu_augment: str = "off"
 
     def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
@@ -141,6 +147,11 @@ def resolve_defaults(config: PretrainConfig, native_image_size: int | None = Non
     _check_choice("arch", config.arch, ARCHITECTURES)
     _check_choice("device", config.device, ("cpu", "cuda"))
     _check_choice("bn_mode", config.bn_mode, BN_MODES)
+    _check_choice("gpu_augment", config.gpu_augment, GPU_AUGMENT_MODES)
+    if config.gpu_augment == "jpeg" and config.dataset != "imagefolder":
+        raise ValueError(
+            f"gpu_augment jpeg is for dataset imagefolder only (use decode for {config.dataset})"
+        )
     precision = config.precision or ("bf16" if config.device == "cuda" else "fp32")
     _check_choice("precision", precision, PRECISIONS)
     if precision == "fp16" and config.device != "cuda":

@@ -56,6 +56,7 @@ from vision.augment import two_view_transform
 from vision.config import PretrainConfig, build_method, resolve_defaults
 from vision.data import SkippedImages, dataset_info, load_dataset, make_loader
 from vision.evaluate import evaluate_knn
+from vision.gpu_augment import GPUTwoViewAugment, loader_options
 from vision.progress import Progress
 
 __all__ = ["StepResult", "TrainingDiverged", "learning_rate", "pretrain", "training_step"]
@@ -229,13 +230,15 @@ def pretrain(config: PretrainConfig, resume: bool = False, progress: bool = True
         raise ValueError(
             f"out {out} already holds a run ({CHECKPOINT_NAME}); pass --resume or choose another --out"
         )
+    augment: GPUTwoViewAugment | None = None
+    if config.gpu_augment == "off":
+        data_options: dict[str, Any] = {"transform": two_view_transform(info, config.image_size)}
+    else:
+        # workers only decode (or read the JPEG bytes); both views are made on the device
+        data_options = loader_options(config.gpu_augment)
+        augment = GPUTwoViewAugment.for_dataset(info, config.image_size, seed=config.seed + rank)
     train_set = load_dataset(
-        config.dataset,
-        "train",
-        config.data_dir,
-        two_view_transform(info, config.image_size),
-        config.download,
-        **synthetic,
+        config.dataset, "train", config.data_dir, download=config.download, **data_options, **synthetic
     )
     loader = make_loader(
         train_set, local_batch, True, config.workers, config.seed, drop_last=True, distributed=world > 1
@@ -262,6 +265,8 @@ def pretrain(config: PretrainConfig, resume: bool = False, progress: bool = True
         optimizer.load_state_dict(saved["optimizer"])
         scaler.load_state_dict(saved["scaler"])
         epoch, step, batches_done = saved["epoch"], saved["step"], saved["data_order"]["batches_done"]
+        if augment is not None:
+            augment.load_state_dict(_augment_state_of_rank(saved, rank, world, path))
     step_model: nn.Module = model
     if world > 1:
         step_model = distributed.wrap_for_data_parallel(model, device)
@@ -279,6 +284,7 @@ def pretrain(config: PretrainConfig, resume: bool = False, progress: bool = True
     skipped_images = SkippedImages()
 
     def save_checkpoint(epoch_now: int, batches: int) -> None:
+        augment_states = _gather_augment_states(augment)  # every rank takes part
         if not is_main:
             return
         checkpoints.save(
@@ -295,6 +301,7 @@ def pretrain(config: PretrainConfig, resume: bool = False, progress: bool = True
                 "step": step,
                 "data_order": {"seed": config.seed, "epoch": epoch_now, "batches_done": batches},
                 "rng": checkpoints.rng_states(),
+                **({"gpu_augment": augment_states} if augment_states is not None else {}),
             },
         )
 
@@ -323,9 +330,13 @@ def pretrain(config: PretrainConfig, resume: bool = False, progress: bool = True
                 interval.data_wait += time.perf_counter() - started
                 if batch is None:
                     break
-                inputs, _labels, skipped = batch
+                inputs, labels, skipped = batch
                 skipped_images.add(skipped)
                 batches_done += 1
+                if augment is not None and inputs is not None:
+                    view_1, view_2, kept, failed = augment.views_of_batch(inputs, device)
+                    inputs, labels = (view_1, view_2), labels[kept]
+                    skipped_images.add(failed)
                 views = _usable_views(inputs, config, local_batch, device)
                 if views is None:
                     continue
@@ -363,6 +374,29 @@ def pretrain(config: PretrainConfig, resume: bool = False, progress: bool = True
     if is_main:
         skipped_images.report()
     return {"steps": step, "epochs": epoch, "metrics": last_metrics, "knn": last_knn, "out": out}
+
+
+def _gather_augment_states(augment: GPUTwoViewAugment | None) -> list[dict[str, Tensor]] | None:
+    """The device augmentation's generator state of every rank, in rank order (None without it)."""
+    if augment is None:
+        return None
+    state = augment.state_dict()
+    if not distributed.is_distributed():
+        return [state]
+    states: list[Any] = [None] * distributed.world_size()
+    dist.all_gather_object(states, state)
+    return states
+
+
+def _augment_state_of_rank(saved: dict[str, Any], rank: int, world: int, path: str) -> dict[str, Tensor]:
+    states = saved.get("gpu_augment")
+    if not isinstance(states, list) or len(states) != world:
+        count = len(states) if isinstance(states, list) else 0
+        raise ValueError(
+            f"--resume: {path} holds the device augmentation state of {count} process(es), this run has "
+            f"{world}; resume with as many processes and the same --gpu-augment"
+        )
+    return states[rank]
 
 
 def _should_stop(config: PretrainConfig, step: int, run_started: float) -> bool:
