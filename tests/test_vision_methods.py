@@ -13,12 +13,12 @@ from torch import nn
 
 from mitool import bounds
 from vision.backbones import SplitBatchNorm2d, build_backbone
-from vision.common import momentum_update, query_key_scores
+from vision.common import check_bound, momentum_update
 from vision.config import PretrainConfig, build_method, resolve_defaults
 from vision.data import SyntheticImages
 from vision.moco import MoCo
 from vision.simclr import in_batch_scores
-from vision.simo import sample_negative_indices
+from vision.simo import SiMo, sample_negative_indices
 
 CPU = torch.device("cpu")
 
@@ -97,7 +97,7 @@ def test_moco_loss_is_the_bound_on_queue_scores_and_keys_are_enqueued_after() ->
 
 
 def test_moco_queue_is_first_in_first_out_and_wraps() -> None:
-    model = MoCo(lambda: build_backbone("small-cnn"), bounds.infonce, queue_size=6, embedding_dim=2)
+    model = MoCo(lambda: build_backbone("small-cnn"), "infonce", queue_size=6, embedding_dim=2)
     first = torch.arange(8.0).view(4, 2)
     second = 100 + torch.arange(8.0).view(4, 2)
     model.enqueue(first)
@@ -145,15 +145,52 @@ def test_simo_negatives_never_include_the_own_key_and_are_uniform() -> None:
         sample_negative_indices(5, torch.arange(5), 5)
 
 
-def test_simo_scores_use_the_sampled_keys() -> None:
-    queries = F.normalize(torch.randn(3, 4), dim=1)
-    keys = F.normalize(torch.randn(5, 4), dim=1)
-    index = torch.tensor([[1, 2], [0, 4], [3, 0]])
-    pos, neg = query_key_scores(queries, keys[:3], keys, 0.5, negative_index=index)
-    for i in range(3):
-        assert pos[i].item() == pytest.approx(float(queries[i] @ keys[i]) / 0.5, abs=1e-6)
-        for j in range(2):
-            assert neg[i, j].item() == pytest.approx(float(queries[i] @ keys[index[i, j]]) / 0.5, abs=1e-6)
+@pytest.mark.parametrize(
+    ("method", "loss"), [("moco", "infonce"), ("moco", "dclw"), ("simo", "eqco"), ("simo", "dcl")]
+)
+def test_fused_method_loss_equals_the_plain_bound_on_the_same_embeddings(method: str, loss: str) -> None:
+    """The method's loss (mitool.fused) against mitool.bounds on scores built by hand from the same
+    embeddings: values and the gradients of every trained parameter."""
+    torch.manual_seed(0)
+    model = _small_method(method, loss, bn_mode="sync", temperature=0.3)
+    view_1, view_2 = _two_views(torch.Generator().manual_seed(4), 12)
+    negatives_before = model.queue.clone() if method == "moco" else None
+    torch.manual_seed(7)  # SiMo's sampled negatives
+    result = model(view_1, view_2)
+    trained = [parameter for parameter in model.parameters() if parameter.requires_grad]
+    fused_gradients = torch.autograd.grad(result.loss, trained)
+    # by hand, after the forward's momentum update: queries with gradient, keys without
+    queries = F.normalize(model.head(model.backbone(view_1)), dim=1)
+    with torch.no_grad():
+        keys = F.normalize(model.key_head(model.key_backbone(view_2)), dim=1)
+    pos = (queries * keys).sum(dim=1) / 0.3
+    if method == "moco":
+        neg = queries @ negatives_before.T / 0.3  # (B, K) against the queue before the enqueue
+    else:
+        torch.manual_seed(7)
+        index = sample_negative_indices(12, torch.arange(12), model.negatives)
+        neg = torch.stack([keys[row] @ queries[i] for i, row in enumerate(index)]) / 0.3  # (B, K)
+    options = {"eqco": {"alpha": 64.0}, "dclw": {"sigma": 0.5, "temperature": 0.3}}.get(loss, {})
+    plain = bounds.get(loss, **options)(pos, neg)
+    plain_gradients = torch.autograd.grad(plain.loss, trained)
+    assert result.loss.item() == pytest.approx(plain.loss.item(), abs=1e-5)
+    assert result.mi.item() == pytest.approx(plain.mi.item(), abs=1e-5)
+    assert result.npc.item() == pytest.approx(plain.npc.item(), abs=1e-6)
+    for fused, expected in zip(fused_gradients, plain_gradients, strict=True):
+        assert torch.allclose(fused, expected, rtol=1e-4, atol=1e-6)
+    assert sum(gradient.abs().sum() for gradient in plain_gradients) > 0
+
+
+def test_momentum_methods_check_the_bound_and_its_options() -> None:
+    assert check_bound("eqco", {"alpha": 16}) == ("eqco", {"alpha": 16.0})
+    assert check_bound("dclw", {"sigma": None}) == ("dclw", {})
+    with pytest.raises(ValueError, match="bound must be one of infonce, eqco, dcl, dclw"):
+        MoCo(lambda: build_backbone("small-cnn"), "nwj", queue_size=6)
+    with pytest.raises(ValueError, match="needs alpha"):
+        check_bound("eqco", {})
+    with pytest.raises(ValueError, match="takes no option temperature"):
+        SiMo(lambda: build_backbone("small-cnn"), "dclw", {"temperature": 0.2})
+    assert SiMo(lambda: build_backbone("small-cnn")).bound_options == {"alpha": 256.0}
 
 
 @pytest.mark.parametrize("offset", [0, 3])

@@ -142,7 +142,7 @@ def test_nan_loss_stops_the_run_naming_the_step_and_keeps_the_last_checkpoint(tm
     monkeypatch.setattr(vision.config, "bound_for", poisoned_bound)
     out = tmp_path / "run"
     with pytest.raises(TrainingDiverged, match=r"loss is nan at step 3 .*last good checkpoint: .*\(step 2\)"):
-        pretrain(_config(out, max_steps=6, checkpoint_every=2, knn_every=0), progress=False)
+        pretrain(_config(out, "simclr", max_steps=6, checkpoint_every=2, knn_every=0), progress=False)
     assert checkpoints.load(str(out / "checkpoint.pt"), kind="pretrain")["step"] == 2
 
 

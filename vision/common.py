@@ -1,41 +1,43 @@
-"""Pieces shared by the momentum methods (MoCo, SiMo): the score function and the EMA update.
+"""Pieces shared by the momentum methods (MoCo, SiMo): the choice of bound and the EMA update.
 
-Scores are cosine similarities divided by a temperature tau, the ``pos`` and ``neg`` that every
-bound of :mod:`mitool.bounds` takes. Queries and keys are L2-normalised embeddings, so
-q . k = cos(q, k) and the scores lie in [-1/tau, 1/tau].
+Their scores are cosine similarities divided by a temperature tau: queries and keys are
+L2-normalised embeddings, so q . k = cos(q, k) and the scores lie in [-1/tau, 1/tau]. The methods
+hand the embeddings to :func:`mitool.fused.contrastive_bound`, which forms the scores chunk by
+chunk and evaluates the named bound of :mod:`mitool.bounds` on them.
 """
 
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import nn
 
-__all__ = ["momentum_update", "query_key_scores"]
+from mitool import bounds
+
+__all__ = ["FUSED_BOUND_OPTIONS", "check_bound", "momentum_update"]
+
+FUSED_BOUND_OPTIONS: dict[str, tuple[str, ...]] = {
+    "infonce": (),
+    "eqco": ("alpha",),
+    "dcl": (),
+    "dclw": ("sigma",),
+}
+"""The bounds a momentum method can use and the options it passes on to them (dclw's temperature
+is the method's own tau, given by the method)."""
 
 
-def query_key_scores(
-    queries: Tensor,
-    positive_keys: Tensor,
-    negative_bank: Tensor,
-    temperature: float,
-    negative_index: Tensor | None = None,
-) -> tuple[Tensor, Tensor]:
-    """Scores of each query against its positive key and against a bank of negative keys.
-
-        pos_i  = q_i . k_i / tau                          shape (B,)
-        neg_ij = q_i . n_j / tau                          shape (B, M)     (all of the bank), or
-        neg_ij = q_i . n_{index_ij} / tau                 shape (B, K)     (a subset per query)
-
-    queries and positive_keys: (B, D), L2-normalised; negative_bank: (M, D), L2-normalised
-    (MoCo's queue, or SiMo's keys of the global batch); negative_index: optional (B, K) long
-    tensor of rows of the bank for each query. This is the one place where q @ bank.T is formed,
-    so that a chunked or fused implementation can replace it.
-    """
-    pos = (queries * positive_keys).sum(dim=1) / temperature
-    neg = queries @ negative_bank.t() / temperature
-    if negative_index is not None:
-        neg = neg.gather(1, negative_index)
-    return pos, neg
+def check_bound(name: str, options: dict[str, float] | None) -> tuple[str, dict[str, float]]:
+    """``(name, options)`` checked for :func:`mitool.fused.contrastive_bound`: name one of
+    :data:`FUSED_BOUND_OPTIONS`, options among its allowed ones and valid for
+    ``mitool.bounds.get`` (alpha > 0 given for eqco; sigma > 0). ValueError otherwise."""
+    if name not in FUSED_BOUND_OPTIONS:
+        raise ValueError(f"bound must be one of {', '.join(FUSED_BOUND_OPTIONS)}, got {name!r}")
+    given = {key: value for key, value in (options or {}).items() if value is not None}
+    unknown = sorted(set(given) - set(FUSED_BOUND_OPTIONS[name]))
+    if unknown:
+        allowed = ", ".join(FUSED_BOUND_OPTIONS[name]) or "none"
+        raise ValueError(f"bound {name!r} takes no option {', '.join(unknown)} here; its options: {allowed}")
+    bounds.get(name, **given)  # the bounds' own checks: eqco needs alpha, values > 0
+    return name, {key: float(value) for key, value in given.items()}
 
 
 @torch.no_grad()

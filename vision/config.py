@@ -196,12 +196,23 @@ def resolve_defaults(config: PretrainConfig, native_image_size: int | None = Non
 
 
 def bound_for(config: PretrainConfig) -> Callable:
-    """``mitool.bounds.get`` for the config's loss with its options (alpha; sigma and tau for dclw)."""
+    """``mitool.bounds.get`` for the config's loss with its options (alpha; sigma and tau for dclw):
+    the bound SimCLR applies to its in-batch scores."""
     if config.loss == "eqco":
         return bounds.get("eqco", alpha=config.alpha)
     if config.loss == "dclw":
         return bounds.get("dclw", sigma=config.sigma, temperature=config.temperature)
     return bounds.get(config.loss)
+
+
+def bound_options_for(config: PretrainConfig) -> dict[str, float]:
+    """The options MoCo and SiMo pass with the loss's name to ``mitool.fused.contrastive_bound``:
+    alpha for eqco, sigma for dclw (whose temperature is the method's), none otherwise."""
+    if config.loss == "eqco":
+        return {"alpha": config.alpha}
+    if config.loss == "dclw":
+        return {"sigma": config.sigma}
+    return {}
 
 
 def build_method(config: PretrainConfig, in_channels: int, device: torch.device) -> nn.Module:
@@ -219,23 +230,19 @@ def build_method(config: PretrainConfig, in_channels: int, device: torch.device)
             config.arch, in_channels, config.small_stem, config.zero_init_residual, norm_layer
         )
 
-    bound = bound_for(config)
     if config.method == "moco":
         model: nn.Module = MoCo(
-            make_backbone, bound, config.temperature, config.negatives, config.key_momentum,
-            config.embedding_dim, config.symmetric, shuffle_bn=config.bn_mode == "shuffle",
+            make_backbone, config.loss, bound_options_for(config), config.temperature, config.negatives,
+            config.key_momentum, config.embedding_dim, config.symmetric,
+            shuffle_bn=config.bn_mode == "shuffle",
         )  # fmt: skip
     elif config.method == "simo":
         model = SiMo(
-            make_backbone,
-            bound,
-            config.temperature,
-            config.negatives,
-            config.key_momentum,
-            config.embedding_dim,
-        )
+            make_backbone, config.loss, bound_options_for(config), config.temperature, config.negatives,
+            config.key_momentum, config.embedding_dim,
+        )  # fmt: skip
     else:
-        model = SimCLR(make_backbone, bound, config.temperature, config.embedding_dim)
+        model = SimCLR(make_backbone, bound_for(config), config.temperature, config.embedding_dim)
     if config.method != "moco" or config.bn_mode == "sync":
         model = distributed.synchronise_batch_norm(model, device)
     return model.to(device, memory_format=torch.channels_last)

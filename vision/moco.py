@@ -12,6 +12,11 @@ For a batch of images x with two augmented views x^(1), x^(2):
     pos_i  = q_i . k_i / tau,  neg_ij = q_i . queue_j / tau     (B,), (B, K)
     loss   = bound(pos, neg)               InfoNCE by default: -log e^{pos} / (e^{pos} + sum_j e^{neg_j})
 
+The loss is computed by :func:`mitool.fused.contrastive_bound` from the embeddings (queries,
+keys, the queue as negatives shared by every query): the (B, K) scores are taken in chunks and
+never stored whole, and the bound's formula is :mod:`mitool.bounds`' (reached through
+``from_negative_logsumexp``); equal to ``bounds.get(name, **options)(pos, neg)`` on the scores above.
+
 after which the keys of the whole global batch (gathered from every rank, rank 0's first)
 replace the oldest N entries of the queue of K keys (a first-in, first-out ring buffer).
 The queue starts as random unit vectors; once it holds real keys (of a still untrained, nearly
@@ -38,8 +43,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mitool.bounds import BoundResult
+from mitool.fused import contrastive_bound
 from vision import distributed
-from vision.common import momentum_update, query_key_scores
+from vision.common import check_bound, momentum_update
 
 __all__ = ["MoCo"]
 
@@ -54,15 +60,18 @@ def mlp_head(feature_width: int, embedding_dim: int = 128) -> nn.Module:
 class MoCo(nn.Module):
     """MoCo v2. ``forward(view_1, view_2)`` -> the bound's result (loss, mi, npc) for the batch.
 
-    make_backbone: returns (backbone, feature_width); bound: ``mitool.bounds.get(...)``;
-    queue_size: K; shuffle_bn: shuffle the key batch (across ranks under DDP, within the device
-    otherwise, to pair with a split-BN backbone); False when the BN is synchronised instead.
+    make_backbone: returns (backbone, feature_width); bound: the name of a bound of the InfoNCE
+    family (infonce, eqco, dcl, dclw) and bound_options its options (alpha for eqco, sigma for
+    dclw; dclw's temperature is ``temperature``); queue_size: K; shuffle_bn: shuffle the key
+    batch (across ranks under DDP, within the device otherwise, to pair with a split-BN
+    backbone); False when the BN is synchronised instead.
     """
 
     def __init__(
         self,
         make_backbone: Callable[[], tuple[nn.Module, int]],
-        bound: Callable[[Tensor, Tensor], BoundResult],
+        bound: str = "infonce",
+        bound_options: dict[str, float] | None = None,
         temperature: float = 0.2,
         queue_size: int = 65536,
         key_momentum: float = 0.999,
@@ -77,7 +86,7 @@ class MoCo(nn.Module):
         self.head = mlp_head(feature_width, embedding_dim)
         self.key_backbone = copy.deepcopy(self.backbone).requires_grad_(False)
         self.key_head = copy.deepcopy(self.head).requires_grad_(False)
-        self.bound = bound
+        self.bound, self.bound_options = check_bound(bound, bound_options)
         self.temperature = temperature
         self.key_momentum = key_momentum
         self.symmetric = symmetric
@@ -134,7 +143,13 @@ class MoCo(nn.Module):
         if self.symmetric:
             queries = torch.cat([queries, self._query(view_2)])
             keys = torch.cat([keys, self.keys(view_1)])
-        pos, neg = query_key_scores(queries, keys, self.queue, self.temperature)
-        result = self.bound(pos, neg)
+        result = contrastive_bound(
+            queries,
+            keys.to(queries.dtype),
+            self.queue.to(queries.dtype),
+            self.temperature,
+            self.bound,
+            **self.bound_options,
+        )
         self.enqueue(distributed.gather_without_grad(keys))
         return result

@@ -13,7 +13,9 @@ EqCo loss makes the result independent of how many are used. For a global batch 
              uniformly without replacement from {1..N} \\ {i}
     loss   = eqco(pos, neg; alpha) = mean_i log(e^{pos_i} + (alpha / K) sum_j e^{neg_ij}) - pos_i
 
-i.e. InfoNCE with the margin m = tau log(alpha / K) on the positive; MI estimate
+computed by :func:`mitool.fused.contrastive_bound` on the embeddings with the per-query
+negatives all_keys[s_i] (B, K, d), the formula being :mod:`mitool.bounds`' eqco (or the chosen
+bound of the InfoNCE family); i.e. InfoNCE with the margin m = tau log(alpha / K) on the positive; MI estimate
 log(1 + alpha) - loss. Default K = 16 sampled negatives, alpha = 256 (the paper's batch 256
 configuration, where K = alpha = 256 and the loss is plain InfoNCE), tau = 0.2. One direction
 only (query view 1, key view 2), as in the authors' configuration.
@@ -34,8 +36,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mitool.bounds import BoundResult
+from mitool.fused import contrastive_bound
 from vision import distributed
-from vision.common import momentum_update, query_key_scores
+from vision.common import check_bound, momentum_update
 
 __all__ = ["SiMo", "sample_negative_indices"]
 
@@ -71,14 +74,16 @@ def sample_negative_indices(global_batch: int, positions: Tensor, count: int) ->
 class SiMo(nn.Module):
     """SiMo. ``forward(view_1, view_2)`` -> the bound's result (loss, mi, npc) for the local queries.
 
-    make_backbone: returns (backbone, feature_width); bound: ``mitool.bounds.get("eqco", alpha=...)``
-    (any bound of the InfoNCE family works); negatives: K sampled per query.
+    make_backbone: returns (backbone, feature_width); bound: the name of a bound of the InfoNCE
+    family ("eqco" in SiMo) and bound_options its options (``{"alpha": 256}`` for eqco, sigma
+    for dclw); negatives: K sampled per query.
     """
 
     def __init__(
         self,
         make_backbone: Callable[[], tuple[nn.Module, int]],
-        bound: Callable[[Tensor, Tensor], BoundResult],
+        bound: str = "eqco",
+        bound_options: dict[str, float] | None = None,
         temperature: float = 0.2,
         negatives: int = 16,
         key_momentum: float = 0.999,
@@ -91,7 +96,9 @@ class SiMo(nn.Module):
         self.head = bn_head(feature_width, embedding_dim)
         self.key_backbone = copy.deepcopy(self.backbone).requires_grad_(False)
         self.key_head = copy.deepcopy(self.head).requires_grad_(False)
-        self.bound = bound
+        self.bound, self.bound_options = check_bound(
+            bound, {"alpha": 256.0} if bound == "eqco" and bound_options is None else bound_options
+        )
         self.temperature = temperature
         self.negatives = negatives
         self.key_momentum = key_momentum
@@ -106,5 +113,7 @@ class SiMo(nn.Module):
         local = queries.shape[0]
         positions = torch.arange(local, device=queries.device) + distributed.rank() * local
         index = sample_negative_indices(all_keys.shape[0], positions, self.negatives)
-        pos, neg = query_key_scores(queries, keys, all_keys, self.temperature, negative_index=index)
-        return self.bound(pos, neg)
+        negative_keys = all_keys.to(queries.dtype)[index]  # (B, K, d)
+        return contrastive_bound(
+            queries, keys.to(queries.dtype), negative_keys, self.temperature, self.bound, **self.bound_options
+        )
