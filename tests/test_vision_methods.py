@@ -219,18 +219,46 @@ def test_momentum_update_is_the_exponential_average() -> None:
     assert torch.allclose(key.weight, 0.9 * before + 0.1 * query.weight, atol=1e-7)
 
 
-def test_split_batch_norm_normalises_each_group_on_its_own() -> None:
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
+def test_split_batch_norm_equals_plain_batch_norm_per_group(memory_format) -> None:
+    """Outputs, input and affine gradients, running statistics (after two steps) and the layout,
+    against S separate nn.BatchNorm2d on the S slices (their running statistics averaged)."""
     torch.manual_seed(0)
-    inputs = torch.randn(8, 3, 4, 4) * 3 + 1
-    split = SplitBatchNorm2d(3, num_splits=2)
-    plain = [nn.BatchNorm2d(3), nn.BatchNorm2d(3)]
-    output = split(inputs)
-    expected = torch.cat([plain[0](inputs[:4]), plain[1](inputs[4:])])
-    assert torch.allclose(output, expected, atol=1e-5)
-    assert torch.allclose(split.running_mean, (plain[0].running_mean + plain[1].running_mean) / 2, atol=1e-6)
-    assert torch.allclose(split.running_var, (plain[0].running_var + plain[1].running_var) / 2, atol=1e-6)
+    splits, channels = 4, 3
+    split = SplitBatchNorm2d(channels, num_splits=splits)
+    plain = [nn.BatchNorm2d(channels) for _ in range(splits)]
+    with torch.no_grad():
+        split.weight.uniform_(0.5, 1.5)
+        split.bias.uniform_(-0.5, 0.5)
+        for norm in plain:
+            norm.weight.copy_(split.weight)
+            norm.bias.copy_(split.bias)
+    for step in range(2):
+        inputs = (torch.randn(8, channels, 5, 4) * (step + 2) + step).contiguous(memory_format=memory_format)
+        inputs.requires_grad_(True)
+        output = split(inputs)
+        assert output.is_contiguous(memory_format=memory_format)
+        expected = torch.cat([norm(part) for norm, part in zip(plain, inputs.chunk(splits), strict=True)])
+        assert torch.allclose(output, expected, atol=1e-5)
+        upstream = torch.randn(output.shape)
+        gradients = torch.autograd.grad(output, [inputs, split.weight, split.bias], upstream)
+        plain_parameters = [parameter for norm in plain for parameter in (norm.weight, norm.bias)]
+        plain_gradients = torch.autograd.grad(expected, [inputs, *plain_parameters], upstream)
+        assert torch.allclose(gradients[0], plain_gradients[0], atol=1e-5)
+        assert torch.allclose(gradients[1], sum(plain_gradients[1::2]), atol=1e-5)
+        assert torch.allclose(gradients[2], sum(plain_gradients[2::2]), atol=1e-5)
+        mean = sum(norm.running_mean for norm in plain) / splits
+        variance = sum(norm.running_var for norm in plain) / splits
+        assert torch.allclose(split.running_mean, mean, atol=1e-6)
+        assert torch.allclose(split.running_var, variance, atol=1e-6)
+        assert int(split.num_batches_tracked) == step + 1
+    split.eval()
+    evaluation = torch.nn.functional.batch_norm(
+        inputs, mean, variance, split.weight, split.bias, False, 0.0, split.eps
+    )
+    assert torch.allclose(split(inputs), evaluation, atol=1e-6)
     with pytest.raises(ValueError, match="bn_splits"):
-        split(torch.randn(5, 3, 4, 4))
+        split.train()(torch.randn(5, channels, 4, 4))
 
 
 @pytest.mark.parametrize(("arch", "width"), [("small-cnn", 256), ("resnet18", 512), ("resnet50", 2048)])

@@ -62,33 +62,71 @@ class SplitBatchNorm2d(nn.BatchNorm2d):
     In training, a batch of N = S * n images is normalised as S independent groups of n
     consecutive images (each with its own mean and variance), which on one device reproduces the
     per-GPU statistics of S GPUs: the key encoder then cannot use the batch statistics to cheat
-    once the keys are shuffled across groups. Running statistics are the mean over the groups; evaluation is a
-    plain BatchNorm2d. N must be divisible by S.
+    once the keys are shuffled across groups. Running statistics are the mean over the groups of
+    what a BatchNorm2d of each group would keep; evaluation is a plain BatchNorm2d. N must be
+    divisible by S.
+
+    Computation: the batch (N, C, H, W) is rearranged to (n, S * C, H, W), group s becoming
+    channels s*C .. s*C + C - 1, and one ``F.batch_norm`` in training mode normalises all groups
+    at once (one copy in, one out). For a channels_last input the rearrangement is done in its
+    NHWC memory order and the output is channels_last too, so the next convolution does not
+    convert the layout back. A moco step of small-cnn at 32 pixels, batch 32, 8 splits, one CPU
+    thread: 0.055 s against 0.10 s when the output lost the channels_last layout (docs/vision.md).
     """
 
     def __init__(self, num_features: int, num_splits: int, **options) -> None:
         super().__init__(num_features, **options)
         self.num_splits = num_splits
 
+    def _grouped(self, inputs: Tensor, channels_last: bool) -> Tensor:
+        """(S * n, C, H, W) -> (n, S * C, H, W): image i of group s -> image i, channels of s."""
+        batch, channels, height, width = inputs.shape
+        splits, per_group = self.num_splits, batch // self.num_splits
+        if channels_last:  # memory order (N, H, W, C) -> (n, H, W, S, C)
+            return (
+                inputs.permute(0, 2, 3, 1)
+                .reshape(splits, per_group, height, width, channels)
+                .permute(1, 2, 3, 0, 4)
+                .reshape(per_group, height, width, splits * channels)
+                .permute(0, 3, 1, 2)
+            )
+        return (
+            inputs.reshape(splits, per_group, channels, height, width)
+            .transpose(0, 1)
+            .reshape(per_group, splits * channels, height, width)
+        )
+
+    def _ungrouped(self, outputs: Tensor, channels: int, channels_last: bool) -> Tensor:
+        """The inverse of :meth:`_grouped`."""
+        per_group, _, height, width = outputs.shape
+        splits = self.num_splits
+        if channels_last:
+            return (
+                outputs.permute(0, 2, 3, 1)
+                .reshape(per_group, height, width, splits, channels)
+                .permute(3, 0, 1, 2, 4)
+                .reshape(splits * per_group, height, width, channels)
+                .permute(0, 3, 1, 2)
+            )
+        return (
+            outputs.reshape(per_group, splits, channels, height, width)
+            .transpose(0, 1)
+            .reshape(splits * per_group, channels, height, width)
+        )
+
     def forward(self, inputs: Tensor) -> Tensor:
         if not self.training or self.num_splits == 1:
             return super().forward(inputs)
-        batch, channels, height, width = inputs.shape
+        batch, channels = inputs.shape[:2]
         if batch % self.num_splits:
             raise ValueError(
                 f"bn_splits must divide the batch on this device: {batch} images, {self.num_splits} splits"
             )
+        channels_last = inputs.dim() == 4 and inputs.is_contiguous(memory_format=torch.channels_last)
         running_mean = self.running_mean.repeat(self.num_splits)
         running_var = self.running_var.repeat(self.num_splits)
-        # group s = images s*n .. s*n + n - 1; it becomes channels s*C .. s*C + C - 1 of n images
-        per_group = batch // self.num_splits
-        grouped = (
-            inputs.reshape(self.num_splits, per_group, channels, height, width)
-            .transpose(0, 1)
-            .reshape(per_group, self.num_splits * channels, height, width)
-        )
         outputs = F.batch_norm(
-            grouped,
+            self._grouped(inputs, channels_last),
             running_mean,
             running_var,
             self.weight.repeat(self.num_splits),
@@ -97,16 +135,11 @@ class SplitBatchNorm2d(nn.BatchNorm2d):
             self.momentum,
             self.eps,
         )
-        outputs = (
-            outputs.reshape(per_group, self.num_splits, channels, height, width)
-            .transpose(0, 1)
-            .reshape(batch, channels, height, width)
-        )
         with torch.no_grad():
             self.running_mean.copy_(running_mean.view(self.num_splits, channels).mean(dim=0))
             self.running_var.copy_(running_var.view(self.num_splits, channels).mean(dim=0))
             self.num_batches_tracked += 1
-        return outputs
+        return self._ungrouped(outputs, channels, channels_last)
 
 
 def split_batch_norm(num_splits: int) -> Callable[[int], nn.Module]:
