@@ -4,23 +4,33 @@
 #   bash bench/gpu_check.sh            (from the repository root or anywhere)
 #
 # Parts, in order of importance (each under `timeout`, each allowed to fail without stopping the
-# others; a shared deadline skips what no longer fits):
-#   1. the test suite on CUDA:   MITOOL_TEST_DEVICE=cuda pytest -q -x (tests/test_fused.py first)
-#   2. bench/bounds.py --device cuda, fp32 and bf16 embeddings (and fp32 with the fused loss in
-#      one chunk, to compare with the default four)
-#   3. bench/step.py --device cuda: resnet50, 224 px, batch 256, bf16, channels_last, each method
-#      next to the bare backbone
-#   4. a short `mitool vision pretrain` (bf16, resnet50, synthetic data at 224 px) of each method
-#   5. bench/data.py --device cuda, bench/toy_speed.py --device cuda
-#   6. bench/step.py --compile (moco only), if time is left
+# others; a shared deadline of GPU_CHECK_BUDGET seconds skips what no longer fits):
+#   1. the test suite on CUDA:   MITOOL_TEST_DEVICE=cuda pytest -q tests
+#   2. bench/step.py --device cuda: resnet50, 224 px, batch 256, bf16, channels_last, images/s of
+#      each method next to the bare backbone's forward and backward
+#   3. a short bf16 `mitool vision pretrain` (--max-steps 8) of each method, resnet50, synthetic
+#      data at 224 px; then simo again with --gpu-augment decode (views made on the GPU)
+#   4. bench/data.py --device cuda --images 6144 --batch-size 128 --workers 8: two-view images/s
+#      of the CPU pipeline and of the GPU path
+#   5. bench/bounds.py --device cuda, fp32 and bf16 embeddings (and the fused loss in one and two
+#      chunks, to compare with the default four)
+#   6. bench/toy_speed.py --device cuda; bench/step.py --compile (moco only), if time is left
 # Everything is printed; the log and the JSON files go to $OUT when it is set (else to
 # bench/results/gpu/). Python: $PY if set, else .venv/bin/python if its torch sees CUDA, else python3.
-# Environment knobs: GPU_CHECK_BUDGET (seconds, default 465), PY, OUT, GPU_CHECK_REHEARSAL=1 (below).
+# The command line is the `mitool` console script next to $PY when installed, otherwise
+# `PYTHONPATH=. $PY -m cli.main` from the repository root.
+# Environment knobs: GPU_CHECK_BUDGET (seconds, default 465), PY, OUT, GPU_CHECK_REHEARSAL=1: the
+# same parts on the CPU at toy sizes, a check of this script itself (budget 110 s: it ends within
+# 2 minutes, skipping what does not fit; the full test suite and --compile are left out).
 set -u
 
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$(pwd)
-BUDGET=${GPU_CHECK_BUDGET:-465}
+if [ "${GPU_CHECK_REHEARSAL:-0}" = 1 ]; then
+    BUDGET=${GPU_CHECK_BUDGET:-110}
+else
+    BUDGET=${GPU_CHECK_BUDGET:-465}
+fi
 DESTINATION=${OUT:-$ROOT/bench/results/gpu}
 mkdir -p "$DESTINATION" || DESTINATION=$(mktemp -d)
 LOG="$DESTINATION/gpu_check.log"
@@ -89,39 +99,61 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 
 # GPU_CHECK_REHEARSAL=1 runs the same parts on the CPU at toy sizes: a check of this script itself.
 DEVICE=cuda ARCH=resnet50 SIZE=224 BATCH=256 PRETRAIN_BATCH=64 WORKERS=6
+DATA=(--images 6144 --batch-size 128 --workers 8)
 SHAPES=(--shapes 256x16384x128,256x65536x128,4096x4095x128)
 ONE_CHUNK=(--shapes 256x65536x128,4096x4095x128 --chunk-size 65536)
 TWO_CHUNKS=(--shapes 256x65536x128 --chunk-size 32768)
 if [ "${GPU_CHECK_REHEARSAL:-0}" = 1 ]; then
     DEVICE=cpu ARCH=small-cnn SIZE=32 BATCH=32 PRETRAIN_BATCH=32 WORKERS=1
+    DATA=(--images 48 --batch-size 16 --workers 1 --image-size 64)
     SHAPES=(--shapes 64x1024x32 --rounds 2)
     ONE_CHUNK=(--shapes 64x1024x32 --rounds 2 --chunk-size 1024)
     TWO_CHUNKS=(--shapes 64x1024x32 --rounds 2 --chunk-size 512)
 fi
 
-part "tests-fused-$DEVICE" 40 env MITOOL_TEST_DEVICE=$DEVICE "$PY" -m pytest -q -p no:cacheprovider "$ROOT/tests/test_fused.py"
-if [ "${GPU_CHECK_REHEARSAL:-0}" != 1 ]; then
-    part "tests-$DEVICE" 120 env MITOOL_TEST_DEVICE=$DEVICE "$PY" -m pytest -q -x -p no:cacheprovider "$ROOT/tests"
+if [ -x "$(dirname "$PY")/mitool" ]; then
+    MITOOL=("$(dirname "$PY")/mitool")
+else
+    MITOOL=(env "PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m cli.main)
 fi
-bench_script bounds-fp32 50 bounds.py --device $DEVICE --dtype float32 "${SHAPES[@]}" --quiet \
-    --json "$DESTINATION/bounds_${DEVICE}_fp32.json"
-bench_script bounds-bf16 40 bounds.py --device $DEVICE --dtype bfloat16 "${SHAPES[@]}" --quiet \
-    --json "$DESTINATION/bounds_${DEVICE}_bf16.json"
-bench_script bounds-one-chunk 30 bounds.py --device $DEVICE "${ONE_CHUNK[@]}" --quiet \
-    --json "$DESTINATION/bounds_${DEVICE}_one_chunk.json"
-bench_script bounds-two-chunks 25 bounds.py --device $DEVICE "${TWO_CHUNKS[@]}" --quiet
-bench_script step-bf16 100 step.py --device $DEVICE --arch $ARCH --image-size $SIZE --batch-size $BATCH \
+say "command line: ${MITOOL[*]}"
+
+if [ "${GPU_CHECK_REHEARSAL:-0}" = 1 ]; then
+    part "tests-fused-$DEVICE" 40 env MITOOL_TEST_DEVICE=$DEVICE "$PY" -m pytest -q -p no:cacheprovider \
+        "$ROOT/tests/test_fused.py"
+else
+    part "tests-$DEVICE" 150 env MITOOL_TEST_DEVICE=$DEVICE "$PY" -m pytest -q -p no:cacheprovider "$ROOT/tests"
+fi
+bench_script step-bf16 90 step.py --device $DEVICE --arch $ARCH --image-size $SIZE --batch-size $BATCH \
     --precision bf16 --rounds 5 --quiet --json "$DESTINATION/step_${DEVICE}.json"
+pretrain() {
+    # pretrain NAME OPTIONS...: 8 bf16 steps on synthetic images, the metrics printed afterwards
+    local name=$1
+    shift
+    part "pretrain-$name" 40 "${MITOOL[@]}" vision pretrain --dataset synthetic --synthetic-size 512 \
+        --image-size $SIZE --arch $ARCH --batch-size $PRETRAIN_BATCH --max-steps 8 --log-every 2 \
+        --knn-every 0 --device $DEVICE --precision bf16 --workers $WORKERS --quiet \
+        --out "$SCRATCH/pretrain-$name" "$@"
+    [ -f "$SCRATCH/pretrain-$name/metrics.jsonl" ] && tee -a "$LOG" <"$SCRATCH/pretrain-$name/metrics.jsonl"
+    return 0
+}
 for method in moco simo simclr; do
-    part "pretrain-$method" 30 "$PY" -m cli.main vision pretrain --method "$method" --dataset synthetic \
-        --synthetic-size 512 --image-size $SIZE --arch $ARCH --batch-size $PRETRAIN_BATCH --max-steps 8 \
-        --log-every 2 --knn-every 0 --device $DEVICE --precision bf16 --workers $WORKERS --quiet \
-        --out "$SCRATCH/pretrain-$method"
+    pretrain "$method" --method "$method"
 done
-bench_script data 40 data.py --device $DEVICE --workers $((WORKERS + 2)) --quiet --json "$DESTINATION/data_${DEVICE}.json"
-bench_script toy-speed 35 toy_speed.py --device $DEVICE --json "$DESTINATION/toy_speed_${DEVICE}.json"
-bench_script step-compile 80 step.py --device $DEVICE --arch $ARCH --image-size $SIZE --batch-size $BATCH \
-    --precision bf16 --methods moco --compile --rounds 3 --quiet --json "$DESTINATION/step_${DEVICE}_compile.json"
+pretrain simo-gpu-augment --method simo --gpu-augment decode
+bench_script data 90 data.py --device $DEVICE "${DATA[@]}" --quiet --json "$DESTINATION/data_${DEVICE}.json"
+bench_script bounds-fp32 45 bounds.py --device $DEVICE --dtype float32 "${SHAPES[@]}" --quiet \
+    --json "$DESTINATION/bounds_${DEVICE}_fp32.json"
+bench_script bounds-bf16 35 bounds.py --device $DEVICE --dtype bfloat16 "${SHAPES[@]}" --quiet \
+    --json "$DESTINATION/bounds_${DEVICE}_bf16.json"
+bench_script bounds-one-chunk 25 bounds.py --device $DEVICE "${ONE_CHUNK[@]}" --quiet \
+    --json "$DESTINATION/bounds_${DEVICE}_one_chunk.json"
+bench_script bounds-two-chunks 20 bounds.py --device $DEVICE "${TWO_CHUNKS[@]}" --quiet
+bench_script toy-speed 30 toy_speed.py --device $DEVICE --json "$DESTINATION/toy_speed_${DEVICE}.json"
+if [ "${GPU_CHECK_REHEARSAL:-0}" != 1 ]; then
+    bench_script step-compile 80 step.py --device $DEVICE --arch $ARCH --image-size $SIZE --batch-size $BATCH \
+        --precision bf16 --methods moco --compile --rounds 3 --quiet --json "$DESTINATION/step_${DEVICE}_compile.json"
+fi
 
 rm -rf "$SCRATCH"
 say ""
