@@ -604,7 +604,7 @@ class SkippingDataLoader(DataLoader):
         self.seed = seed
         self.rank = rank
         self.own_stream = own_stream
-        self._stream_state: torch.Tensor | None = None
+        self._stream_state = torch.Generator().manual_seed(augmentation_seed(seed, 0, rank)).get_state()
 
     def set_epoch(self, epoch: int) -> None:
         """Order and augmentation seeds of epoch ``epoch``."""
