@@ -24,7 +24,7 @@ __all__ = ["estimate", "toy"]
 
 DEMO_ESTIMATORS = "infonce,eqco,dcl,nwj"
 DEMO_NEGATIVES = "4,16,64,256,1024"
-DEMO_STEPS_PER_STAGE = 200
+DEMO_STEPS_PER_STAGE = 150
 
 
 class _Progress:
