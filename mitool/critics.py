@@ -157,13 +157,13 @@ class BilinearCritic(nn.Module):
         return ((x @ self.weight) * y).sum(dim=1)
 
 
-class CosineCritic(nn.Module):
+class CosineCritic(SeparableCritic):
     """Cosine critic f(x, y) = cos(g(x), h(y)) / temperature on L2-normalised MLP embeddings.
 
     The vision form of the score (q . k / tau with unit vectors): bounded in [-1/tau, 1/tau], so
     every bound of the InfoNCE family, including DCL, is well posed with it; the estimates are
-    then limited by the bound 2/tau on the score range. Defaults as :class:`SeparableCritic`,
-    temperature 0.1.
+    then limited by the bound 2/tau on the score range. Embeddings and defaults as
+    :class:`SeparableCritic`, temperature 0.1.
     """
 
     def __init__(
@@ -176,23 +176,22 @@ class CosineCritic(nn.Module):
         activation: str = "relu",
         temperature: float = 0.1,
     ) -> None:
-        super().__init__()
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature!r}")
-        self.embed_x = mlp(x_dim, embed_dim, hidden, hidden_layers, activation)
-        self.embed_y = mlp(y_dim, embed_dim, hidden, hidden_layers, activation)
+        super().__init__(x_dim, y_dim, embed_dim, hidden, hidden_layers, activation)
         self.temperature = float(temperature)
+
+    def _unit_embeddings(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+        return F.normalize(self.embed_x(x), dim=1), F.normalize(self.embed_y(y), dim=1)
 
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
         _check_pairs(x, y, matched=False)
-        gx = F.normalize(self.embed_x(x), dim=1)
-        hy = F.normalize(self.embed_y(y), dim=1)
+        gx, hy = self._unit_embeddings(x, y)
         return (gx / self.temperature) @ hy.T
 
     def pair_scores(self, x: Tensor, y: Tensor) -> Tensor:
         _check_pairs(x, y, matched=True)
-        gx = F.normalize(self.embed_x(x), dim=1)
-        hy = F.normalize(self.embed_y(y), dim=1)
+        gx, hy = self._unit_embeddings(x, y)
         return (gx * hy).sum(dim=1) / self.temperature
 
 

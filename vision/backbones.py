@@ -71,7 +71,7 @@ class SplitBatchNorm2d(nn.BatchNorm2d):
     at once (one copy in, one out). For a channels_last input the rearrangement is done in its
     NHWC memory order and the output is channels_last too, so the next convolution does not
     convert the layout back. A moco step of small-cnn at 32 pixels, batch 32, 8 splits, one CPU
-    thread: 0.055 s against 0.10 s when the output lost the channels_last layout (docs/vision.md).
+    thread: 0.055 s against 0.10 s when the output lost the channels_last layout (README, Vision pretraining).
     """
 
     def __init__(self, num_features: int, num_splits: int, **options) -> None:
