@@ -107,6 +107,37 @@ def _log_mean_exp(scores: Tensor) -> Tensor:
     return torch.logsumexp(scores.reshape(-1), dim=0) - math.log(scores.numel())
 
 
+class _RowLogSumExp(torch.autograd.Function):
+    """lse_i = log sum_k e^{s_ik} over the last dimension, with a lean backward pass.
+
+    torch.logsumexp's own backward computes grad * exp(s - lse) as three (B, K) temporaries; here
+    the gradient is built in place in one (B, K) buffer, which is the gradient itself: the
+    (B, K) memory of a bound's forward and backward is the scores and their gradient.
+    Works under torch.func.vmap and for double backward.
+    """
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(scores: Tensor) -> Tensor:
+        return torch.logsumexp(scores, dim=-1)
+
+    @staticmethod
+    def setup_context(ctx, inputs: tuple[Tensor], output: Tensor) -> None:
+        ctx.save_for_backward(inputs[0], output)
+
+    @staticmethod
+    def backward(ctx, grad_lse: Tensor) -> Tensor:
+        scores, lse = ctx.saved_tensors
+        if torch.is_grad_enabled():  # double backward: out-of-place, differentiable
+            return torch.exp(scores - lse.unsqueeze(-1)) * grad_lse.unsqueeze(-1)
+        return torch.sub(scores, lse.unsqueeze(-1)).exp_().mul_(grad_lse.unsqueeze(-1))
+
+
+def _row_logsumexp(scores: Tensor) -> Tensor:
+    return _RowLogSumExp.apply(scores)
+
+
 # ----------------------------------------------------------------------------------------------
 # the InfoNCE family
 
@@ -141,7 +172,7 @@ def infonce(pos: Tensor, neg: Tensor) -> BoundResult:
     the true MI. Shapes: pos (B,), neg (B, K); loss and mi are scalars.
     """
     pos, neg = _check_scores(pos, neg)
-    return _from_negative_logsumexp("infonce", pos, torch.logsumexp(neg, dim=1), neg.shape[1])
+    return _from_negative_logsumexp("infonce", pos, _row_logsumexp(neg), neg.shape[1])
 
 
 def eqco(pos: Tensor, neg: Tensor, alpha: float) -> BoundResult:
@@ -161,7 +192,7 @@ def eqco(pos: Tensor, neg: Tensor, alpha: float) -> BoundResult:
     """
     alpha = _check_positive("alpha", alpha)
     pos, neg = _check_scores(pos, neg)
-    return _from_negative_logsumexp("eqco", pos, torch.logsumexp(neg, dim=1), neg.shape[1], alpha=alpha)
+    return _from_negative_logsumexp("eqco", pos, _row_logsumexp(neg), neg.shape[1], alpha=alpha)
 
 
 def dcl(pos: Tensor, neg: Tensor) -> BoundResult:
@@ -177,7 +208,7 @@ def dcl(pos: Tensor, neg: Tensor) -> BoundResult:
     the multiplier DCL removes. Shapes: pos (B,), neg (B, K); loss and mi are scalars.
     """
     pos, neg = _check_scores(pos, neg)
-    return _from_negative_logsumexp("dcl", pos, torch.logsumexp(neg, dim=1), neg.shape[1])
+    return _from_negative_logsumexp("dcl", pos, _row_logsumexp(neg), neg.shape[1])
 
 
 def dclw(pos: Tensor, neg: Tensor, sigma: float = 0.5, temperature: float = 1.0) -> BoundResult:
@@ -195,7 +226,7 @@ def dclw(pos: Tensor, neg: Tensor, sigma: float = 0.5, temperature: float = 1.0)
     sigma = _check_positive("sigma", sigma)
     temperature = _check_positive("temperature", temperature)
     pos, neg = _check_scores(pos, neg)
-    neg_lse = torch.logsumexp(neg, dim=1)
+    neg_lse = _row_logsumexp(neg)
     return _from_negative_logsumexp("dclw", pos, neg_lse, neg.shape[1], sigma=sigma, temperature=temperature)
 
 
