@@ -324,7 +324,24 @@ def plot_command(out: str) -> None:
 @click.option(
     "--critic", default="separable", show_default=True, help="separable, concat, bilinear or cosine."
 )
-@click.option("--steps", type=int, default=2000, show_default=True, help="Training steps.")
+@click.option("--steps", type=int, default=2000, show_default=True, help="Most training steps.")
+@click.option(
+    "--validation-fraction",
+    type=float,
+    default=0.15,
+    show_default=True,
+    help="Share of the training split scored for early stopping (the critic is kept at its best value).",
+)
+@click.option(
+    "--eval-every", type=int, default=50, show_default=True, help="Steps between validation scores."
+)
+@click.option(
+    "--patience",
+    type=int,
+    default=10,
+    show_default=True,
+    help="Stop after this many validation scores without improvement.",
+)
 @click.option(
     "--batch-size",
     type=int,
@@ -380,8 +397,8 @@ def estimate(x_path: str, y_path: str, as_json: bool, quiet: bool, **options) ->
     else:
         click.echo(
             f"I(X; Y) = {result.estimate:.4f} +- {result.stderr:.4f} nats "
-            f"({result.estimator}, {result.critic} critic; trained on {result.n_train} pairs, "
-            f"evaluated on {result.n_test} held-out pairs)"
+            f"({result.estimator}, {result.critic} critic; trained on {result.n_train} pairs, kept at step "
+            f"{result.best_step} of {result.steps}; evaluated on {result.n_test} held-out pairs)"
         )
 
 

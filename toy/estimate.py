@@ -7,7 +7,11 @@ training split's mean and standard deviation (an invertible map per coordinate: 
 change).
 
 Training: Adam on the chosen bound's loss (:func:`mitool.bounds.get`), each step a random batch of B
-training pairs scored all-pairs, K = B - 1 in-batch negatives (``split_scores``).
+training pairs scored all-pairs, K = B - 1 in-batch negatives (``split_scores``). A validation part
+of the training split (``validation_fraction``) is scored every ``eval_every`` steps as the test
+split is; the critic is kept at its best validation value and training stops after ``patience``
+evaluations without improvement (a flexible critic otherwise overfits small data sets and its
+held-out estimate falls, even below zero). The test split is used once, at the end.
 
 Evaluation: the test split is cut into blocks of at most ``eval_block`` pairs; in each block every
 anchor is scored against all the other rows of the block (K = block - 1), and the anchors are
@@ -110,6 +114,8 @@ class EstimateResult:
     negatives_train: int
     negatives_test: int
     steps: int
+    best_step: int
+    n_validation: int
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -131,6 +137,9 @@ def estimate_mi(
     alpha: float = DEFAULT_ALPHA,
     eval_block: int = 1024,
     chunk: int = 50,
+    validation_fraction: float = 0.15,
+    eval_every: int = 50,
+    patience: int = 10,
     device: str = "cpu",
     progress: Callable[[int, float], None] | None = None,
 ) -> EstimateResult:
@@ -168,6 +177,13 @@ def estimate_mi(
         )
     if eval_block < 2:
         raise ValueError(f"eval_block must be >= 2, got {eval_block}")
+    if not (0 < validation_fraction < 1):
+        raise ValueError(
+            f"--validation-fraction: must be between 0 and 1 (exclusive), got {validation_fraction}"
+        )
+    for option, value in (("--eval-every", eval_every), ("--patience", patience)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{option}: must be a whole number >= 1, got {value!r}")
 
     order = np.random.default_rng(seed).permutation(total)
     train, test = order[:n_train], order[n_train:]
@@ -191,30 +207,47 @@ def estimate_mi(
         torch.manual_seed(seed)
         model = critics.make_critic(critic, x.shape[1], y.shape[1], **options).to(device)
     bound = bounds.get(estimator, **bound_options)
+    evaluation = bounds.get(estimator, **bound_options)
+    # early stopping on a validation part of the training split: the critic is kept at its best
+    # validation estimate, so a long run cannot overfit the pairs it trains on
+    n_validation = max(2, int(round(n_train * validation_fraction)))
+    n_fit = n_train - n_validation
+    if n_fit < batch_size:
+        raise ValueError(
+            f"--batch-size: must be at most the {n_fit} training pairs left after the validation split, "
+            f"got {batch_size}"
+        )
+    x_fit, y_fit = x_train[:n_fit], y_train[:n_fit]
+    x_validation, y_validation = x_train[n_fit:], y_train[n_fit:]
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
-    for step in range(steps):
-        rows = torch.randperm(n_train, generator=generator)[:batch_size].to(device)
-        pos, neg = bounds.split_scores(model(x_train[rows], y_train[rows]))
+    best_value, best_state, best_step, stale = -math.inf, None, 0, 0
+    step = 0
+    for step in range(1, steps + 1):
+        rows = torch.randperm(n_fit, generator=generator)[:batch_size].to(device)
+        pos, neg = bounds.split_scores(model(x_fit[rows], y_fit[rows]))
         result = bound(pos, neg)
         optimiser.zero_grad(set_to_none=True)
         result.loss.backward()
         optimiser.step()
-        if progress is not None and (step + 1) % 20 == 0:
-            progress(step + 1, float(result.mi.detach()))
+        if step % eval_every == 0 or step == steps:
+            value = float(
+                np.mean(_held_out_values(model, x_validation, y_validation, evaluation, eval_block, chunk)[0])
+            )
+            if value > best_value:
+                best_value, best_step, stale = value, step, 0
+                best_state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+            else:
+                stale += 1
+            if progress is not None:
+                progress(step, value)
+            if stale >= patience:
+                break
+    if best_state is not None:
+        model.load_state_dict(best_state)
     if progress is not None:
-        progress(steps, float(result.mi.detach()))
+        progress(steps, best_value)
 
-    evaluation = bounds.get(estimator, **bound_options)
-    chunk_values = []
-    negatives_test = n_test - 1
-    with torch.no_grad():
-        for block in np.array_split(np.arange(n_test), max(1, math.ceil(n_test / eval_block))):
-            block_index = torch.as_tensor(block, device=device)
-            pos, neg = bounds.split_scores(model(x_test[block_index], y_test[block_index]))
-            negatives_test = min(negatives_test, neg.shape[1])
-            for anchors in np.array_split(np.arange(len(block)), max(1, len(block) // chunk)):
-                index = torch.as_tensor(anchors, device=device)
-                chunk_values.append(float(evaluation(pos[index], neg[index]).mi))
+    chunk_values, negatives_test = _held_out_values(model, x_test, y_test, evaluation, eval_block, chunk)
     values = np.array(chunk_values)
     stderr = float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.nan
     return EstimateResult(
@@ -226,5 +259,31 @@ def estimate_mi(
         n_test=n_test,
         negatives_train=batch_size - 1,
         negatives_test=negatives_test,
-        steps=steps,
+        steps=step,
+        best_step=best_step,
+        n_validation=n_validation,
     )
+
+
+def _held_out_values(
+    model: torch.nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    evaluation: Callable,
+    eval_block: int,
+    chunk: int,
+) -> tuple[list[float], int]:
+    """The bound on held-out pairs: blocks of at most ``eval_block`` pairs scored all-pairs, the
+    anchors of a block grouped in chunks of about ``chunk``; one value per chunk, and the smallest
+    number of negatives K used."""
+    rows = x.shape[0]
+    values, negatives = [], rows - 1
+    with torch.no_grad():
+        for block in np.array_split(np.arange(rows), max(1, math.ceil(rows / eval_block))):
+            block_index = torch.as_tensor(block, device=x.device)
+            pos, neg = bounds.split_scores(model(x[block_index], y[block_index]))
+            negatives = min(negatives, neg.shape[1])
+            for anchors in np.array_split(np.arange(len(block)), max(1, len(block) // chunk)):
+                index = torch.as_tensor(anchors, device=x.device)
+                values.append(float(evaluation(pos[index], neg[index]).mi))
+    return values, negatives
