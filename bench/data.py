@@ -153,24 +153,20 @@ def main(argv: list[str] | None = None) -> int:
                 args.quiet,
                 device,
             )
-        if "device-decode" in modes:
-            loader = loader_for(transform=DecodeOnly())
-            results["device-decode"] = measure_loader(
-                loader,
-                lambda batch: augment(decode_on_device(batch[0], device)[0]),
-                "device-decode",
-                args.quiet,
-                device,
-            )
-        if "device-jpeg" in modes:
-            loader = loader_for(encoded=True)
-            results["device-jpeg"] = measure_loader(
-                loader,
-                lambda batch: augment(decode_on_device(batch[0], device)[0]),
-                "device-jpeg",
-                args.quiet,
-                device,
-            )
+        # workers decode (device-decode) or only read the JPEG bytes (device-jpeg); the device
+        # decodes what is left and makes the two views
+        for mode, loader_options in (
+            ("device-decode", {"transform": DecodeOnly()}),
+            ("device-jpeg", {"encoded": True}),
+        ):
+            if mode in modes:
+                results[mode] = measure_loader(
+                    loader_for(**loader_options),
+                    lambda batch: augment(decode_on_device(batch[0], device)[0]),
+                    mode,
+                    args.quiet,
+                    device,
+                )
         if "augment-only" in modes:
             dataset = load_dataset("imagefolder", "train", data_dir=root, transform=DecodeOnly())
             images = [dataset[i][0].to(device) for i in range(min(args.batch_size, len(dataset)))]

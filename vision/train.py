@@ -110,7 +110,7 @@ def training_step(
     precision: str,
     step: int,
 ) -> StepResult:
-    """Forward both views, check the loss, backward, clip nothing, step. Raises
+    """Forward both views, queue the backward pass, check the loss, step. Raises
     :class:`TrainingDiverged` before the parameters change when a value is not finite."""
     for group in optimizer.param_groups:
         group["lr"] = lr
@@ -122,11 +122,14 @@ def training_step(
     if distributed.is_distributed():
         dist.all_reduce(scalars)
         scalars /= distributed.world_size()
+    optimizer.zero_grad(set_to_none=True)
+    scaler.scale(result.loss).backward()
+    # read the scalars only once the backward pass is queued, so that on a GPU the host does not
+    # wait for the forward pass before launching the backward kernels; the parameters are still
+    # untouched here, so a non-finite loss stops the run before they change
     loss, mi, npc_value = scalars.tolist()
     if not math.isfinite(loss):
         raise TrainingDiverged(f"loss is {loss} at step {step + 1}")
-    optimizer.zero_grad(set_to_none=True)
-    scaler.scale(result.loss).backward()
     scaler.unscale_(optimizer)
     parameters = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
     grad_norm = float(torch.nn.utils.clip_grad_norm_(parameters, float("inf")))
