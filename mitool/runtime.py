@@ -54,7 +54,8 @@ def free_cores(sample_seconds: float = 0.1) -> int:
 
 def set_threads_to_free_cores(maximum: int | None = None) -> int:
     """Set torch's intra-op thread count to the free cores (or to $MITOOL_THREADS when set),
-    at most ``maximum``; returns the count."""
+    divided among the $LOCAL_WORLD_SIZE processes a launcher such as torchrun starts on this
+    machine, at most ``maximum``; returns the count."""
     forced = os.environ.get("MITOOL_THREADS")
     if forced:
         try:
@@ -64,7 +65,10 @@ def set_threads_to_free_cores(maximum: int | None = None) -> int:
         if threads < 1:
             raise ValueError(f"MITOOL_THREADS must be a whole number >= 1, got {forced!r}")
     else:
-        threads = free_cores()
+        # under a launcher (torchrun sets LOCAL_WORLD_SIZE) the processes of one machine share its
+        # free cores; all of them sample the machine at the same moment, so divide, do not compete
+        processes_here = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+        threads = max(1, free_cores() // max(1, processes_here))
     if maximum is not None:
         threads = max(1, min(threads, maximum))
     torch.set_num_threads(threads)

@@ -182,3 +182,12 @@ def test_a_finished_run_is_not_overwritten(tmp_path) -> None:
         pretrain(_config(out, max_steps=1, knn_every=0), progress=False)
     with pytest.raises(ValueError, match="option temperature differs"):
         pretrain(_config(out, max_steps=2, temperature=0.5), resume=True, progress=False)
+
+
+def test_resume_drops_a_metrics_line_cut_short_by_a_crash(tmp_path) -> None:
+    from vision.train import _metrics_up_to
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 10, "loss": 1.5}\n{"step": 20, "loss": 1.2}\n{"step": 30, "lo')
+    _metrics_up_to(str(path), 20)
+    assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [10, 20]

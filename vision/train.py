@@ -68,7 +68,6 @@ _RESUMABLE_CHANGES = {
     "max_steps",
     "max_minutes",
     "device",
-    "workers",
     "checkpoint_every",
     "log_every",
     "knn_every",
@@ -132,12 +131,20 @@ def training_step(
         raise TrainingDiverged(f"loss is {loss} at step {step + 1}")
     scaler.unscale_(optimizer)
     parameters = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(parameters, float("inf")))
+    grad_norm = float(_total_norm([p.grad for p in parameters]))
     if not math.isfinite(grad_norm) and not scaler.is_enabled():
         raise TrainingDiverged(f"gradient norm is {grad_norm} at step {step + 1}")
     scaler.step(optimizer)
     scaler.update()
     return StepResult(loss, mi, npc_value, grad_norm)
+
+
+def _total_norm(gradients: list[Tensor]) -> Tensor:
+    """The 2-norm of all gradients together (without clip_grad_norm_'s extra scaling pass)."""
+    get_total_norm = getattr(torch.nn.utils, "get_total_norm", None)  # torch >= 2.6
+    if get_total_norm is not None:
+        return get_total_norm(gradients)
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in gradients]))
 
 
 _AUTOCAST = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -162,8 +169,15 @@ def _metrics_up_to(path: str, step: int) -> None:
     """Keep only the metrics records of steps <= ``step`` (those of the run being resumed)."""
     if not os.path.exists(path):
         return
+    kept = []
     with open(path) as file:
-        kept = [line for line in file if line.strip() and json.loads(line).get("step", 0) <= step]
+        for line in file:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:  # e.g. a last line cut short by a crash: drop it
+                continue
+            if isinstance(record, dict) and record.get("step", 0) <= step:
+                kept.append(line if line.endswith("\n") else line + "\n")
     _write_lines_atomically(path, kept)
 
 
@@ -277,7 +291,12 @@ def pretrain(config: PretrainConfig, resume: bool = False, progress: bool = True
         step_model = torch.compile(step_model)
 
     is_main = rank == 0
-    os.makedirs(out, exist_ok=True)
+    try:
+        os.makedirs(out, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ValueError(
+            f"--out: {out} must be a directory (or a path to create), but a file is in the way"
+        ) from None
     metrics = _MetricsLog(out, is_main)
     if is_main:
         if saved is not None:
