@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -145,7 +146,7 @@ def _settings(values: dict) -> ToySettings:
     transform = values["transform"]
     return ToySettings(
         dim=values["dim"],
-        mi_values=tuple(parse_list("--mi", values["mi_values"], float)),
+        mi_values=tuple(parse_list("--mi", values["mi_values"], float, unique=False)),
         steps_per_stage=values["steps_per_stage"],
         batch_size=values["batch_size"],
         lr=values["lr"],
@@ -155,8 +156,20 @@ def _settings(values: dict) -> ToySettings:
         hidden_layers=values["hidden_layers"],
         temperature=values["temperature"],
         divergence_threshold=values["divergence_threshold"],
-        device=values["device"],
+        device=_device_of_this_process(values["device"]),
     )
+
+
+def _device_of_this_process(device: str) -> str:
+    """Under torchrun (LOCAL_RANK set) a plain ``cuda`` means this process's own GPU, cuda:LOCAL_RANK
+    (modulo the GPUs present), so that N processes of one machine do not all share cuda:0."""
+    local_rank = os.environ.get("LOCAL_RANK")
+    if device != "cuda" or local_rank is None:
+        return device
+    import torch
+
+    count = torch.cuda.device_count()
+    return f"cuda:{int(local_rank) % count}" if count else device
 
 
 def _grid(values: dict, critics: str, negatives: str) -> study.Grid:
@@ -177,8 +190,15 @@ def _check_device(device: str) -> None:
         parsed = torch.device(device)
     except (RuntimeError, ValueError):
         raise ValueError(f"--device: unknown device {device!r}; allowed: cpu, cuda, cuda:N") from None
+    if parsed.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device: unsupported device {device!r}; allowed: cpu, cuda, cuda:N")
     if parsed.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device: {device!r} asked for but CUDA is not available here; use --device cpu")
+    if parsed.type == "cuda" and parsed.index is not None and parsed.index >= torch.cuda.device_count():
+        raise ValueError(
+            f"--device: {device!r} asked for but this machine has {torch.cuda.device_count()} GPU(s): "
+            f"cuda:0 to cuda:{torch.cuda.device_count() - 1}"
+        )
 
 
 @click.group()

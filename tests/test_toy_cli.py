@@ -219,6 +219,10 @@ BAD = [
     (["--critic", "resnet"], "--critic"),
     (["--seeds", "0"], "--seeds"),
     (["--transform", "square"], "--transform"),
+    (["--estimators", "infonce,infonce"], "--estimators"),
+    (["--negatives", "16,16"], "--negatives"),
+    (["--device", "meta"], "--device"),
+    (["--device", "cuda:7"], "--device"),
 ]
 
 

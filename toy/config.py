@@ -200,8 +200,12 @@ def critic_options(name: str, settings: ToySettings) -> dict[str, object]:
     return {}
 
 
-def parse_list(option: str, text: str, kind: type, allowed: Sequence[str] | None = None) -> list:
-    """Split a comma-separated option value into a list of ``kind`` (str, int or float)."""
+def parse_list(
+    option: str, text: str, kind: type, allowed: Sequence[str] | None = None, unique: bool = True
+) -> list:
+    """Split a comma-separated option value into a list of ``kind`` (str, int or float); with
+    ``unique`` a repeated value is an error (it would train the same runs twice and count them
+    twice in the summary)."""
     items = [item.strip() for item in str(text).split(",") if item.strip()]
     if not items:
         raise ValueError(f"{option}: give a comma-separated list, got {text!r}")
@@ -215,4 +219,8 @@ def parse_list(option: str, text: str, kind: type, allowed: Sequence[str] | None
         except ValueError:
             name = "whole numbers" if kind is int else "numbers"
             raise ValueError(f"{option}: expected comma-separated {name}, got {item!r}") from None
+    if unique:
+        repeated = sorted({str(value) for value in parsed if parsed.count(value) > 1})
+        if repeated:
+            raise ValueError(f"{option}: each value may appear once, got {', '.join(repeated)} twice or more")
     return parsed
