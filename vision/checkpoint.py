@@ -97,13 +97,18 @@ def load(path: str, map_location: str | torch.device = "cpu", kind: str | None =
 
 
 def rng_states() -> dict[str, Any]:
-    """The states of torch's (CPU and every CUDA device), numpy's and Python's global generators,
-    as tensors and lists only (loadable with weights_only=True)."""
+    """The states of torch's (CPU and the current CUDA device), numpy's and Python's global
+    generators, as tensors and lists only (loadable with weights_only=True).
+
+    Only the current device's CUDA generator is kept: each process of a run uses one GPU, and the
+    processes draw the same device random numbers (all are seeded alike and SiMo relies on it), so
+    rank 0's state restored on every rank's own device resumes them all, on any number of
+    visible GPUs."""
     numpy_state = np.random.get_state()
     python_state = random.getstate()
     return {
         "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "cuda": [torch.cuda.get_rng_state()] if torch.cuda.is_available() else [],
         "numpy": {
             "keys": torch.from_numpy(numpy_state[1].astype(np.int64)),
             "position": int(numpy_state[2]),
@@ -118,7 +123,7 @@ def restore_rng_states(states: dict[str, Any]) -> None:
     """Put back the generator states saved by :func:`rng_states`."""
     torch.set_rng_state(states["torch"].cpu())
     if states["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([state.cpu() for state in states["cuda"]])
+        torch.cuda.set_rng_state(states["cuda"][0].cpu())  # the current device
     numpy_state = states["numpy"]
     np.random.set_state(
         (
