@@ -261,6 +261,21 @@ def test_batch_of_only_unreadable_images_is_carried_over(tmp_path):
     inputs, labels, skipped = batches[0]
     assert inputs.shape == (1, 3, 8, 8) and sorted(skipped) == ["a/bad0.jpg", "a/bad1.jpg", "a/bad2.jpg"]
 
+    # under DDP every rank must yield one batch per sampler batch (their collectives pair up):
+    # the all-unreadable batch comes out in place, empty
+    shards = [
+        list(
+            make_loader(
+                dataset, batch_size=1, shuffle=False, num_workers=0, seed=0, drop_last=False,
+                distributed=True, rank=rank, world_size=2,
+            )
+        )  # fmt: skip
+        for rank in (0, 1)
+    ]
+    assert [len(batches) for batches in shards] == [2, 2]
+    empty = [batch for batches in shards for batch in batches if batch[0] is None]
+    assert len(empty) == 3 and all(len(batch[1]) == 0 and len(batch[2]) == 1 for batch in empty)
+
 
 def test_collate_stacks_equal_shapes_and_lists_different_ones():
     equal = [(torch.full((1, 2, 2), float(i)), i) for i in range(3)]

@@ -583,10 +583,12 @@ def augmentation_seed(seed: int, epoch: int, rank: int = 0) -> int:
 
 
 class SkippingDataLoader(DataLoader):
-    """A DataLoader of ``(inputs, labels, skipped)`` batches that never yields an empty batch: the
-    names skipped from a batch whose items were all unreadable are carried into the next batch
-    (or yielded with ``inputs`` None at the very end). ``set_epoch(e)`` fixes the order and the
-    augmentation seeds for epoch e.
+    """A DataLoader of ``(inputs, labels, skipped)`` batches. In one process it never yields an
+    empty batch: the names skipped from a batch whose items were all unreadable are carried into
+    the next batch (or yielded with ``inputs`` None at the very end). Under DDP (``own_stream``)
+    such a batch is yielded in place with ``inputs`` None, so that every rank yields the same
+    number of batches and the ranks' collective calls stay paired. ``set_epoch(e)`` fixes the
+    order and the augmentation seeds for epoch e.
 
     Augmentations are drawn from :func:`augmentation_seed` (seed, epoch, rank): in worker
     processes through the DataLoader's generator (worker w gets that seed's base + w, as
@@ -637,6 +639,9 @@ class SkippingDataLoader(DataLoader):
     def __iter__(self) -> Iterator[tuple[Any, torch.Tensor, list[str]]]:  # type: ignore[override]
         carried: list[str] = []
         for inputs, labels, skipped in self._batches():
+            if inputs is None and self.own_stream:  # under DDP: one batch out for one batch in
+                yield None, labels, skipped
+                continue
             if inputs is None:
                 carried.extend(skipped)
                 continue
