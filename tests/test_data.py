@@ -266,8 +266,15 @@ def test_batch_of_only_unreadable_images_is_carried_over(tmp_path):
     shards = [
         list(
             make_loader(
-                dataset, batch_size=1, shuffle=False, num_workers=0, seed=0, drop_last=False,
-                distributed=True, rank=rank, world_size=2,
+                dataset,
+                batch_size=1,
+                shuffle=False,
+                num_workers=0,
+                seed=0,
+                drop_last=False,
+                distributed=True,
+                rank=rank,
+                world_size=2,
             )
         )  # fmt: skip
         for rank in (0, 1)
