@@ -23,6 +23,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(handle, 0o644)  # mkstemp makes 0600; results are meant to be shared
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)

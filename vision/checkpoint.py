@@ -44,6 +44,7 @@ def save(path: str, state: dict[str, Any]) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=".checkpoint-", suffix=".tmp", dir=directory)
+    os.fchmod(handle, 0o644)  # mkstemp makes 0600; results are meant to be shared
     try:
         with os.fdopen(handle, "wb") as file:
             torch.save({"format": FORMAT, **state}, file)

@@ -158,6 +158,7 @@ def _seed_everything(seed: int) -> None:
 
 def _write_lines_atomically(path: str, lines: list[str]) -> None:
     handle, temporary = tempfile.mkstemp(prefix=".metrics-", dir=os.path.dirname(os.path.abspath(path)))
+    os.fchmod(handle, 0o644)  # mkstemp makes 0600; results are meant to be shared
     with os.fdopen(handle, "w") as file:
         file.writelines(lines)
         file.flush()
