@@ -46,6 +46,7 @@ __all__ = [
     "get",
     "infonce",
     "js",
+    "mine",
     "nwj",
     "smile",
     "split_scores",
@@ -318,8 +319,18 @@ def dv(pos: Tensor, neg: Tensor) -> BoundResult:
     return BoundResult(loss=-mi, mi=mi)
 
 
-class Mine:
-    """MINE (Belghazi et al. 2018, arXiv 1801.04062): the DV value with a bias-corrected gradient.
+def _check_rate(rate: float) -> float:
+    rate = _check_positive("rate", rate)
+    if rate > 1:
+        raise ValueError(f"rate must be in (0, 1], got {rate}")
+    return rate
+
+
+def mine(
+    pos: Tensor, neg: Tensor, log_average: Tensor | None, rate: float = 0.01
+) -> tuple[BoundResult, Tensor]:
+    """MINE (Belghazi et al. 2018, arXiv 1801.04062) as a pure function: the DV value with a
+    bias-corrected gradient, and the updated moving average.
 
     The gradient of log mean(e^{neg}) is mean(e^{neg} grad neg) / mean(e^{neg}); MINE replaces the
     denominator by an exponential moving average of mean(e^{neg}) over the training batches,
@@ -327,8 +338,34 @@ class Mine:
         ema_t = (1 - rate) * ema_{t-1} + rate * mean_ik(e^{neg_ik})      (ema_1 = the first batch mean)
 
     so the returned ``loss`` has the value -DV but the gradient
-    -grad mean(pos) + grad mean(e^{neg}) / ema_t.  ``mi`` is the DV value (see :func:`dv`).
-    The average is kept in log space (no overflow).
+    -grad mean(pos) + grad mean(e^{neg}) / ema_t; ``mi`` is the DV value (see :func:`dv`).
+
+    ``log_average`` is log ema_{t-1} (a scalar tensor), or None or NaN before the first batch; the
+    second value returned is log ema_t (detached), to pass to the next call. Kept in log space (no
+    overflow). Works under torch.func.vmap with one average per mapped run. :class:`Mine` holds
+    the average for you.
+    """
+    rate = _check_rate(rate)
+    pos, neg = _check_scores(pos, neg)
+    log_mean = _log_mean_exp(neg)
+    batch_log_mean = log_mean.detach()
+    if log_average is None or rate == 1:
+        updated = batch_log_mean
+    else:
+        log_average = torch.as_tensor(log_average, dtype=batch_log_mean.dtype, device=batch_log_mean.device)
+        blended = torch.logaddexp(log_average + math.log1p(-rate), batch_log_mean + math.log(rate))
+        updated = torch.where(torch.isnan(log_average), batch_log_mean, blended)
+    # ratio = mean(e^neg) / ema: value ratio.detach(), gradient grad(mean e^neg) / ema
+    ratio = torch.exp(log_mean - updated)
+    surrogate = ratio - ratio.detach() + log_mean.detach()
+    loss = -(pos.mean() - surrogate)
+    return BoundResult(loss=loss, mi=pos.mean() - log_mean), updated
+
+
+class Mine:
+    """MINE with its moving average held for you: ``Mine(rate)(pos, neg)`` -> BoundResult, the
+    :func:`mine` bound with the average of the previous training calls (value -DV, gradient with
+    the moving average of mean(e^{neg}) in the denominator; ``mi`` is the DV value).
 
     This object holds state: create one per critic being trained, and call ``reset()`` (or create a
     new object) to forget the average, e.g. when the data distribution changes. Calls with scores
@@ -336,10 +373,7 @@ class Mine:
     """
 
     def __init__(self, rate: float = 0.01) -> None:
-        rate = _check_positive("rate", rate)
-        if rate > 1:
-            raise ValueError(f"rate must be in (0, 1], got {rate}")
-        self.rate = rate
+        self.rate = _check_rate(rate)
         self.log_average: Tensor | None = None
 
     def reset(self) -> None:
@@ -347,24 +381,10 @@ class Mine:
         self.log_average = None
 
     def __call__(self, pos: Tensor, neg: Tensor) -> BoundResult:
-        pos, neg = _check_scores(pos, neg)
-        log_mean = _log_mean_exp(neg)
-        if not neg.requires_grad:
-            mi = pos.mean() - log_mean
-            return BoundResult(loss=-mi, mi=mi)
-        batch_log_mean = log_mean.detach()
-        if self.log_average is None or self.rate == 1:
-            self.log_average = batch_log_mean
-        else:
-            self.log_average = torch.logaddexp(
-                self.log_average + math.log1p(-self.rate), batch_log_mean + math.log(self.rate)
-            )
-        # ratio = mean(e^neg) / ema: value ratio.detach(), gradient grad(mean e^neg) / ema
-        ratio = torch.exp(log_mean - self.log_average)
-        surrogate = ratio - ratio.detach() + log_mean.detach()
-        mi_value = pos.mean() - log_mean
-        loss = -(pos.mean() - surrogate)
-        return BoundResult(loss=loss, mi=mi_value)
+        result, updated = mine(pos, neg, self.log_average, self.rate)
+        if neg.requires_grad:
+            self.log_average = updated
+        return result
 
 
 def js(pos: Tensor, neg: Tensor) -> BoundResult:

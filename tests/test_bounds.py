@@ -372,3 +372,27 @@ def test_gradients_and_second_derivatives_match_the_cross_entropy_formulation() 
     )
     assert torch.allclose(ours[0], reference[0], atol=1e-6)
     assert torch.allclose(ours[1], reference[1], atol=1e-6)
+
+
+def test_pure_mine_under_vmap_equals_one_mine_object_per_run() -> None:
+    """Three steps of five runs: vmap over (pos, neg, log average) against five Mine objects."""
+    runs = [bounds.Mine(rate=0.1) for _ in range(5)]
+    log_average = torch.full((5,), float("nan"))
+
+    def step_of_one_run(p, n, a):
+        result, updated = bounds.mine(p, n, a, rate=0.1)
+        return result.loss, result.mi, updated
+
+    mapped = torch.func.vmap(step_of_one_run)
+    for step in range(3):
+        pos, neg = random_scores(5 * 8, 6, scale=1.0, seed=20 + step)
+        pos, neg = pos.view(5, 8), neg.view(5, 8, 6).requires_grad_(True)
+        loss, mi, log_average = mapped(pos, neg, log_average)
+        (grad,) = torch.autograd.grad(loss.sum(), neg)
+        for run in range(5):
+            neg_run = neg[run].detach().clone().requires_grad_(True)
+            single = runs[run](pos[run], neg_run)
+            single.loss.backward()
+            assert single.mi.item() == pytest.approx(mi[run].item(), rel=1e-6)
+            assert torch.allclose(neg_run.grad, grad[run], atol=1e-7)
+            assert runs[run].log_average.item() == pytest.approx(log_average[run].item(), rel=1e-6)

@@ -44,7 +44,7 @@ CASES = [("separable", 3), ("separable", 7), ("separable", 12), ("cosine", 5), (
 @pytest.mark.parametrize(("critic", "negatives"), CASES)
 def test_vectorised_equals_sequential(critic: str, negatives: int, device: torch.device) -> None:
     settings = ToySettings(**{**TINY.as_dict(), "device": str(device)})
-    estimators = ["infonce", "eqco", "dcl", "dclw", "nwj", "dv", "js", "smile"]
+    estimators = ["infonce", "eqco", "dcl", "dclw", "nwj", "dv", "mine", "js", "smile"]
     specs = [RunSpec(name, critic, negatives, seed, alpha=64.0) for name in estimators for seed in (0, 1)]
     vectorised = train_vectorised(specs, settings)
     sequential = train_sequential(specs, settings)

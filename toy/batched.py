@@ -210,6 +210,8 @@ class _Group:
         self.generators = [_data_generator(spec) for spec in self.specs]
         self.alive = list(range(len(self.specs)))  # positions of the live runs in self.specs
         self.device = device
+        # MINE's log moving average of mean(e^neg) per run (NaN: not started), by spec position
+        self.log_averages = torch.full((len(self.specs),), float("nan"), device=device)
         self._make_subgroups()
 
     def _make_subgroups(self) -> None:
@@ -221,16 +223,32 @@ class _Group:
             subgroups.setdefault(key, []).append(row)
         self.subgroups = []
         for (estimator, negatives, options), rows in subgroups.items():
-            bound = bounds.get(estimator, **dict(options))
+            if estimator == "mine":  # MINE's moving average is state: one per run, carried along
 
-            def values(pos: Tensor, neg: Tensor, bound=bound) -> tuple[Tensor, Tensor]:
-                result = bound(pos, neg)
-                return result.loss, result.mi
+                def values(pos: Tensor, neg: Tensor, log_average: Tensor, options=options):
+                    result, updated = bounds.mine(pos, neg, log_average, **dict(options))
+                    return result.loss, result.mi, updated
+
+            else:
+                bound = bounds.get(estimator, **dict(options))
+
+                def values(pos: Tensor, neg: Tensor, bound=bound) -> tuple[Tensor, Tensor]:
+                    result = bound(pos, neg)
+                    return result.loss, result.mi
 
             # None when the sub-group is the whole model: no gather needed
             index = None if len(rows) == len(self.alive) else torch.tensor(rows, device=self.device)
-            self.subgroups.append((vmap(values), negatives, index))
+            self.subgroups.append((vmap(values), negatives, index, estimator == "mine"))
         self.alive_index = torch.tensor(self.alive, device=self.device)
+
+    def subgroup_values(self, values, index: Tensor | None, stateful: bool, pos: Tensor, neg: Tensor):
+        """(loss, mi) per run of a sub-group; MINE's moving averages (by spec position) updated."""
+        if not stateful:
+            return values(pos, neg)
+        positions = self.alive_index if index is None else self.alive_index[index]
+        loss, mi, updated = values(pos, neg, self.log_averages[positions])
+        self.log_averages[positions] = updated
+        return loss, mi
 
     def drop(self, rows_to_drop: set[int]) -> None:
         """Remove runs (rows of the stacked model) with their optimiser state; training goes on."""
@@ -294,12 +312,13 @@ def train_vectorised(
         pos, neg = group.critic.scores(x, y, marginal)
         mi = torch.empty(len(group.alive), device=device)
         loss_total = pos.new_zeros(())
-        for values, negatives, index in group.subgroups:
+        for values, negatives, index, stateful in group.subgroups:
             if index is None:
-                loss, mi = values(pos, neg[..., :negatives])
+                loss, mi = group.subgroup_values(values, index, stateful, pos, neg[..., :negatives])
                 mi = mi.detach()
             else:
-                loss, sub_mi = values(pos[index], neg[index][..., :negatives])
+                sub_pos, sub_neg = pos[index], neg[index][..., :negatives]
+                loss, sub_mi = group.subgroup_values(values, index, stateful, sub_pos, sub_neg)
                 mi[index] = sub_mi.detach()
             loss_total = loss_total + loss.sum()
         group.optimiser.zero_grad(set_to_none=True)
