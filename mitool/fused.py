@@ -257,7 +257,5 @@ def contrastive_bound(
     scaled_query = query * (1.0 / temperature)
     pos = (scaled_query.float() * positive_key.float()).sum(dim=1)
     neg_lse = NegativeLogSumExp.apply(scaled_query, negative_keys, chunk_size, bool(recompute))
-    options = {"alpha": alpha} if bound == "eqco" else {}
-    if bound == "dclw":
-        options = {"sigma": sigma, "temperature": temperature}
+    options = {"eqco": {"alpha": alpha}, "dclw": {"sigma": sigma, "temperature": temperature}}.get(bound, {})
     return bounds.from_negative_logsumexp(bound, pos, neg_lse, negative_keys.shape[-2], **options)

@@ -171,16 +171,20 @@ def estimate_mi(
         raise ValueError(
             f"X, Y: {total} samples leave {n_train} for training and {n_test} for testing; need >= 2 of each"
         )
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 2 <= batch_size <= n_train:
-        raise ValueError(
-            f"--batch-size: must be a whole number from 2 to n_train = {n_train}, got {batch_size!r}"
-        )
-    if eval_block < 2:
-        raise ValueError(f"eval_block must be >= 2, got {eval_block}")
     if not (0 < validation_fraction < 1):
         raise ValueError(
             f"--validation-fraction: must be between 0 and 1 (exclusive), got {validation_fraction}"
         )
+    # early stopping scores a validation part of the training split; the rest trains the critic
+    n_validation = max(2, int(round(n_train * validation_fraction)))
+    n_fit = n_train - n_validation
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 2 <= batch_size <= n_fit:
+        raise ValueError(
+            f"--batch-size: must be a whole number from 2 to the {n_fit} training pairs left after "
+            f"the validation split, got {batch_size!r}"
+        )
+    if eval_block < 2:
+        raise ValueError(f"eval_block must be >= 2, got {eval_block}")
     for option, value in (("--eval-every", eval_every), ("--patience", patience)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{option}: must be a whole number >= 1, got {value!r}")
@@ -207,16 +211,9 @@ def estimate_mi(
         torch.manual_seed(seed)
         model = critics.make_critic(critic, x.shape[1], y.shape[1], **options).to(device)
     bound = bounds.get(estimator, **bound_options)
-    evaluation = bounds.get(estimator, **bound_options)
-    # early stopping on a validation part of the training split: the critic is kept at its best
-    # validation estimate, so a long run cannot overfit the pairs it trains on
-    n_validation = max(2, int(round(n_train * validation_fraction)))
-    n_fit = n_train - n_validation
-    if n_fit < batch_size:
-        raise ValueError(
-            f"--batch-size: must be at most the {n_fit} training pairs left after the validation split, "
-            f"got {batch_size}"
-        )
+    evaluation = bounds.get(estimator, **bound_options)  # a second object: MINE's average is state
+    # the critic is kept at its best validation estimate, so a long run cannot overfit the pairs
+    # it trains on
     x_fit, y_fit = x_train[:n_fit], y_train[:n_fit]
     x_validation, y_validation = x_train[n_fit:], y_train[n_fit:]
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
