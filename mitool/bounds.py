@@ -45,6 +45,7 @@ __all__ = [
     "from_negative_logsumexp",
     "get",
     "infonce",
+    "infonce_family_estimate",
     "js",
     "mine",
     "nwj",
@@ -231,6 +232,22 @@ def dclw(pos: Tensor, neg: Tensor, sigma: float = 0.5, temperature: float = 1.0)
     return _from_negative_logsumexp("dclw", pos, neg_lse, neg.shape[1], sigma=sigma, temperature=temperature)
 
 
+def infonce_family_estimate(
+    name: str, loss: Tensor | None, decoupled_mean: Tensor | None, num_negatives: int, alpha: float | None
+) -> Tensor:
+    """The MI estimate (nats) of a bound of the InfoNCE family from its batch means:
+
+        infonce, eqco:  log(w + 1) - loss              w = K (infonce) or alpha (eqco): capped at log(w + 1)
+        dcl, dclw:      log K - mean_i(lse_i - pos_i)   DCL's estimate (dclw reports DCL's, unweighted)
+
+    ``loss`` is needed for infonce and eqco, ``decoupled_mean`` = mean_i(lse_i - pos_i) for dcl and dclw.
+    """
+    if name in ("infonce", "eqco"):
+        weight = float(num_negatives) if alpha is None else alpha
+        return math.log(weight + 1) - loss
+    return math.log(num_negatives) - decoupled_mean
+
+
 def _from_negative_logsumexp(
     name: str,
     pos: Tensor,
@@ -248,9 +265,10 @@ def _from_negative_logsumexp(
         loss = per_anchor.mean()
         # q_B = 1 - e^{pos} / (e^{pos} + w sum_k e^{neg_k}) = 1 - exp(-per_anchor)
         npc = (-torch.expm1(-per_anchor.detach())).mean()
-        return BoundResult(loss=loss, mi=math.log(weight + 1) - loss, npc=npc)
+        mi = infonce_family_estimate(name, loss, None, num_negatives, alpha)
+        return BoundResult(loss=loss, mi=mi, npc=npc)
     decoupled = neg_lse - pos
-    mi = math.log(num_negatives) - decoupled.mean()
+    mi = infonce_family_estimate(name, None, decoupled.mean(), num_negatives, alpha)
     npc = torch.sigmoid(decoupled.detach()).mean()  # InfoNCE's q_B at the same scores
     if name == "dcl":
         return BoundResult(loss=decoupled.mean(), mi=mi, npc=npc)

@@ -37,14 +37,21 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from mitool import bounds
+from mitool import bounds, fused_triton
 from mitool.bounds import BoundResult
 
 __all__ = [
+    "BACKENDS",
     "NegativeLogSumExp",
     "contrastive_bound",
     "default_chunk_size",
 ]
+
+BACKENDS = ("auto", "triton", "torch")
+"""How :func:`contrastive_bound` computes: "triton", the kernels of :mod:`mitool.fused_triton`
+(a CUDA device, shared negatives, d <= 256); "torch", the chunked :class:`NegativeLogSumExp`
+(any device, shared or per-query negatives); "auto", the kernels where they apply on a CUDA
+device and the chunks otherwise."""
 
 CPU_CHUNK_SCORES = 2**20
 """On CPU a chunk holds about this many scores (4 MiB in float32, cache-sized): K / chunk matrix
@@ -109,20 +116,25 @@ class NegativeLogSumExp(torch.autograd.Function):
         chunk_lse = []
         first_weights = []
         kept_weights = []
+        on_cpu = scaled_query.device.type == "cpu"
         for start in range(0, num_negatives, chunk_size):
             scores = _chunk_scores(scaled_query, negatives[..., start : start + chunk_size, :])
             weights = torch.softmax(scores, dim=1, dtype=torch.float32)
-            # log p_i0 = s_i0 - lse_i exactly in log space, so lse_i = s_i0 - log p_i0 (checked below)
-            first_weights.append(weights[:, 0].clone())  # a copy: a view would keep the chunk alive
-            chunk_lse.append(scores[:, 0].float() - torch.log(first_weights[-1]))
+            if on_cpu:
+                # log p_i0 = s_i0 - lse_i exactly in log space, so lse_i = s_i0 - log p_i0 (checked
+                # below): no second pass over the chunk
+                first_weights.append(weights[:, 0].clone())  # a copy: a view would keep the chunk alive
+                chunk_lse.append(scores[:, 0].float() - torch.log(first_weights[-1]))
+            else:  # a second pass rather than the check below, which waits for the device
+                chunk_lse.append(torch.logsumexp(scores.float(), dim=1))
             del scores
             if not recompute:
                 kept_weights.append(weights.to(negatives.dtype))
             del weights
         # where p_i0 underflowed (s_i0 far below the row's largest score) take the chunk's
-        # log-sum-exp directly; one check for all chunks (one device synchronisation)
-        underflow = torch.stack(first_weights, dim=1) < _SMALLEST_SAFE_WEIGHT
-        if bool(underflow.any()):
+        # log-sum-exp directly; one check for all chunks (one synchronisation, on CPU only)
+        underflow = torch.stack(first_weights, dim=1) < _SMALLEST_SAFE_WEIGHT if on_cpu else None
+        if on_cpu and bool(underflow.any()):
             for index in underflow.any(dim=0).nonzero().flatten().tolist():
                 start = index * chunk_size
                 scores = _chunk_scores(scaled_query, negatives[..., start : start + chunk_size, :]).float()
@@ -202,6 +214,7 @@ def _check_embeddings(query: Tensor, positive_key: Tensor, negative_keys: Tensor
         )
 
 
+@torch.compiler.disable  # runs eagerly inside a compiled model: Triton kernels, a custom backward
 def contrastive_bound(
     query: Tensor,
     positive_key: Tensor,
@@ -212,6 +225,7 @@ def contrastive_bound(
     sigma: float = 0.5,
     chunk_size: int | None = None,
     recompute: bool = False,
+    backend: str = "auto",
 ) -> BoundResult:
     """A bound of the InfoNCE family on the scores of embeddings, never building the (B, K) logits.
 
@@ -229,6 +243,9 @@ def contrastive_bound(
     bound: "infonce", "eqco" (needs ``alpha``: loss log(e^{pos} + (alpha/K) sum e^{neg}) - pos,
     Zhu et al. 2020), "dcl" or "dclw" (Yeh et al. 2021; ``sigma`` is DCLW's weighting width, and
     its weight uses pos * temperature / sigma = similarity / sigma).
+    backend: "auto" (default), "triton" or "torch", see :data:`BACKENDS`. The Triton kernels
+    keep nothing of size (B, K) and recompute the scores tile by tile in the backward pass; the
+    two options below belong to the "torch" backend:
     chunk_size: negatives scored at a time (memory O(B * chunk_size) beyond the kept weights);
     None: :func:`default_chunk_size` (about 2^20 scores a chunk on CPU, K in 4 on a GPU).
     recompute: False keeps the softmax weights of all chunks for the backward pass (one (B, K)
@@ -249,6 +266,23 @@ def contrastive_bound(
     elif alpha is not None:
         raise ValueError(f"alpha is an option of bound 'eqco' only, got alpha={alpha!r} with bound {bound!r}")
     sigma = bounds._check_positive("sigma", sigma)
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    kernels_apply = fused_triton.supports(query, negative_keys)
+    if backend == "triton" and not kernels_apply:
+        raise ValueError(
+            "backend 'triton' needs triton installed, a CUDA device (or TRITON_INTERPRET=1 on CPU) "
+            f"and shared negatives (K, d) with d <= {fused_triton.MAX_DIM}; use backend 'torch' or 'auto'"
+        )
+    if backend == "triton" or (backend == "auto" and kernels_apply and query.is_cuda):
+        num_negatives = negative_keys.shape[0]
+        weight = alpha if bound == "eqco" else float(num_negatives)
+        totals = fused_triton.contrastive_totals(
+            query, positive_key, negative_keys, temperature, bound, weight, sigma
+        )
+        loss = totals[0]
+        mi = bounds.infonce_family_estimate(bound, loss, totals[2], num_negatives, alpha)
+        return BoundResult(loss=loss, mi=mi, npc=totals[1].detach())
     if chunk_size is None:
         chunk_size = default_chunk_size(query.shape[0], negative_keys.shape[-2], query.device)
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
