@@ -7,9 +7,12 @@ temperature 0.2, one forward and backward pass of:
   cross_entropy with label 0 (written below in a few lines);
 * ``floor`` (b): the bare matrix products q @ n.T forward and backward, nothing else;
 * ``plain-<bound>``: mitool.bounds on pos = q.k / tau, neg = q @ n.T / tau;
-* ``fused-<bound>``: mitool.fused.contrastive_bound from the embeddings (chunked, 1/tau folded
-  into q, the chunks' softmax weights kept); ``fused-recompute-infonce`` keeps nothing of size
-  (B, K) and recomputes the chunks in the backward pass.
+* ``fused-<bound>``: mitool.fused.contrastive_bound from the embeddings, its default backend: on
+  CPU chunked torch operators (1/tau folded into q, the chunks' softmax weights kept), on CUDA the
+  Triton kernels of mitool.fused_triton (no (B, K) buffer at all);
+* ``fused-recompute-infonce``: the chunked torch path keeping nothing of size (B, K) (the chunks
+  recomputed in the backward pass); on CUDA also ``chunked-infonce``, the chunked torch path
+  with kept weights. ``--chunk-size`` sets the chunks of these torch paths.
 
 With K > B (a queue) only q requires a gradient, as in MoCo; with K < B (the other samples of a
 batch, SimCLR-style) the negatives require one too. Times are medians of per-pair ratios against
@@ -43,7 +46,7 @@ from harness import (  # noqa: E402
     write_json,
 )
 
-from mitool import bounds  # noqa: E402
+from mitool import bounds, fused_triton  # noqa: E402
 from mitool.fused import contrastive_bound, default_chunk_size  # noqa: E402
 from mitool.runtime import set_threads_to_free_cores  # noqa: E402
 
@@ -82,7 +85,7 @@ def plain_bound(name: str) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor
 
 
 def fused_bound(
-    name: str, chunk_size: int | None, recompute: bool = False
+    name: str, chunk_size: int | None, recompute: bool = False, backend: str = "auto"
 ) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
     """mitool.fused.contrastive_bound on the embeddings."""
 
@@ -96,6 +99,7 @@ def fused_bound(
             alpha=EQCO_ALPHA if name == "eqco" else None,
             chunk_size=chunk_size,
             recompute=recompute,
+            backend=backend,
         ).loss
 
     return loss
@@ -139,7 +143,13 @@ def measure_shape(
         candidates[f"plain-{name}"] = step(plain_bound(name))
     for name in BOUNDS:
         candidates[f"fused-{name}"] = step(fused_bound(name, chunk_size))
-    candidates["fused-recompute-infonce"] = step(fused_bound("infonce", chunk_size, recompute=True))
+    # the chunked torch path: mitool's default on CPU (with and without kept weights); on CUDA,
+    # where "fused" means the Triton kernels, shown for comparison
+    if device.type == "cuda":
+        candidates["chunked-infonce"] = step(fused_bound("infonce", chunk_size, backend="torch"))
+    candidates["fused-recompute-infonce"] = step(
+        fused_bound("infonce", chunk_size, recompute=True, backend="torch")
+    )
     baseline = step(cat_cross_entropy)
 
     for function in (baseline, *candidates.values()):  # warm-up: kernels, allocator, caches
@@ -176,6 +186,9 @@ def measure_shape(
         "dim": dim,
         "dtype": str(dtype).replace("torch.", ""),
         "negatives_require_grad": negatives_need_grad,
+        "fused_backend": "triton"
+        if device.type == "cuda" and fused_triton.supports(query, negatives)
+        else "torch",
         "chunk_size": chunk_size or default_chunk_size(batch, negatives_count, device),
         "rounds": rounds,
         "baseline": "cat_ce",
@@ -272,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     threads = set_threads_to_free_cores()
     dtype = DTYPES[args.dtype]
-    candidates_count = 1 + 2 * len(BOUNDS) + 1
+    candidates_count = 1 + 2 * len(BOUNDS) + (2 if device.type == "cuda" else 1)
     progress = Progress(len(shapes) * candidates_count * args.rounds, "bench/bounds.py", args.quiet)
     records = [
         measure_shape(b, k, d, device, dtype, args.rounds, args.chunk_size, progress) for b, k, d in shapes

@@ -12,14 +12,17 @@
 #      data at 224 px; then simo again with --gpu-augment decode (views made on the GPU)
 #   4. bench/data.py --device cuda --images 6144 --batch-size 128 --workers 8: two-view images/s
 #      of the CPU pipeline and of the GPU path
-#   5. bench/bounds.py --device cuda, fp32 and bf16 embeddings (and the fused loss in one and two
-#      chunks, to compare with the default four)
-#   6. bench/toy_speed.py --device cuda; bench/step.py --compile (moco only), if time is left
+#   5. bench/bounds.py --device cuda, fp32 and bf16 embeddings (mitool's Triton kernels, its
+#      chunked torch path, the plain bounds, against cat + cross_entropy)
+#   6. bench/toy_speed.py --device cuda with R = 16 and R = 64 runs; bench/step.py for moco with
+#      plain BatchNorm (--bn-mode sync, no split-BN); bench/step.py --compile (moco), if time is left
 # Everything is printed; the log and the JSON files go to $OUT when it is set (else to
 # bench/results/gpu/). Python: $PY if set, else .venv/bin/python if its torch sees CUDA, else python3.
 # The command line is the `mitool` console script next to $PY when installed, otherwise
 # `PYTHONPATH=. $PY -m cli.main` from the repository root.
-# Environment knobs: GPU_CHECK_BUDGET (seconds, default 465), PY, OUT, GPU_CHECK_REHEARSAL=1: the
+# Environment knobs: GPU_CHECK_BUDGET (seconds, default 465), PY, OUT, GPU_CHECK_SKIP (comma-
+# separated part names to leave out, e.g. data,pretrain-simo), GPU_CHECK_TESTS (pytest targets of
+# the test part, default tests), GPU_CHECK_REHEARSAL=1: the
 # same parts on the CPU at toy sizes, a check of this script itself (budget 110 s: it ends within
 # 2 minutes, skipping what does not fit; the full test suite and --compile are left out).
 set -u
@@ -58,6 +61,11 @@ part() {
     # part NAME SECONDS COMMAND...: run COMMAND under timeout, at most SECONDS and never past the budget
     local name=$1 wanted=$2
     shift 2
+    if [[ ",${GPU_CHECK_SKIP:-}," == *",$name,"* ]]; then
+        say "=== $name: left out (GPU_CHECK_SKIP)"
+        SUMMARY+=("$name: left out")
+        return 0
+    fi
     local left=$((BUDGET - SECONDS))
     local limit=$((wanted < left - 5 ? wanted : left - 5))
     if [ "$limit" -lt 15 ]; then
@@ -100,18 +108,16 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 # GPU_CHECK_REHEARSAL=1 runs the same parts on the CPU at toy sizes: a check of this script itself.
 DEVICE=cuda ARCH=resnet50 SIZE=224 BATCH=256 PRETRAIN_BATCH=64 WORKERS=6
 DATA=(--images 6144 --batch-size 128 --workers 8)
+TOY_WIDE=64
 SHAPES=(--shapes 256x16384x128,256x65536x128,4096x4095x128)
-ONE_CHUNK=(--shapes 256x65536x128,4096x4095x128 --chunk-size 65536)
-TWO_CHUNKS=(--shapes 256x65536x128 --chunk-size 32768)
 if [ "${GPU_CHECK_REHEARSAL:-0}" = 1 ]; then
     DEVICE=cpu ARCH=small-cnn SIZE=32 BATCH=32 PRETRAIN_BATCH=32 WORKERS=1
     DATA=(--images 48 --batch-size 16 --workers 1 --image-size 64)
+    TOY_WIDE=4
     SHAPES=(--shapes 64x1024x32 --rounds 2)
-    ONE_CHUNK=(--shapes 64x1024x32 --rounds 2 --chunk-size 1024)
-    TWO_CHUNKS=(--shapes 64x1024x32 --rounds 2 --chunk-size 512)
 fi
 
-if [ -x "$(dirname "$PY")/mitool" ]; then
+if [ -f "$(dirname "$PY")/mitool" ] && [ -x "$(dirname "$PY")/mitool" ]; then
     MITOOL=("$(dirname "$PY")/mitool")
 else
     MITOOL=(env "PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m cli.main)
@@ -122,7 +128,9 @@ if [ "${GPU_CHECK_REHEARSAL:-0}" = 1 ]; then
     part "tests-fused-$DEVICE" 40 env MITOOL_TEST_DEVICE=$DEVICE "$PY" -m pytest -q -p no:cacheprovider \
         "$ROOT/tests/test_fused.py"
 else
-    part "tests-$DEVICE" 150 env MITOOL_TEST_DEVICE=$DEVICE "$PY" -m pytest -q -p no:cacheprovider "$ROOT/tests"
+    # shellcheck disable=SC2086  # the targets are words
+    part "tests-$DEVICE" 150 env MITOOL_TEST_DEVICE=$DEVICE "$PY" -m pytest -q -p no:cacheprovider \
+        ${GPU_CHECK_TESTS:-tests}
 fi
 bench_script step-bf16 90 step.py --device $DEVICE --arch $ARCH --image-size $SIZE --batch-size $BATCH \
     --precision bf16 --rounds 5 --quiet --json "$DESTINATION/step_${DEVICE}.json"
@@ -146,10 +154,11 @@ bench_script bounds-fp32 45 bounds.py --device $DEVICE --dtype float32 "${SHAPES
     --json "$DESTINATION/bounds_${DEVICE}_fp32.json"
 bench_script bounds-bf16 35 bounds.py --device $DEVICE --dtype bfloat16 "${SHAPES[@]}" --quiet \
     --json "$DESTINATION/bounds_${DEVICE}_bf16.json"
-bench_script bounds-one-chunk 25 bounds.py --device $DEVICE "${ONE_CHUNK[@]}" --quiet \
-    --json "$DESTINATION/bounds_${DEVICE}_one_chunk.json"
-bench_script bounds-two-chunks 20 bounds.py --device $DEVICE "${TWO_CHUNKS[@]}" --quiet
 bench_script toy-speed 30 toy_speed.py --device $DEVICE --json "$DESTINATION/toy_speed_${DEVICE}.json"
+bench_script toy-speed-wide 40 toy_speed.py --device $DEVICE --runs $TOY_WIDE \
+    --json "$DESTINATION/toy_speed_${DEVICE}_wide.json"
+bench_script step-moco-sync-bn 40 step.py --device $DEVICE --arch $ARCH --image-size $SIZE \
+    --batch-size $BATCH --precision bf16 --methods moco --bn-mode sync --rounds 5 --quiet
 if [ "${GPU_CHECK_REHEARSAL:-0}" != 1 ]; then
     bench_script step-compile 80 step.py --device $DEVICE --arch $ARCH --image-size $SIZE --batch-size $BATCH \
         --precision bf16 --methods moco --compile --rounds 3 --quiet --json "$DESTINATION/step_${DEVICE}_compile.json"
