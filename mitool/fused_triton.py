@@ -40,6 +40,8 @@ triton is imported), which is how the tests check them on CPU.
 from __future__ import annotations
 
 import math
+import os
+import warnings
 
 import torch
 from torch import Tensor
@@ -73,8 +75,6 @@ def available() -> bool:
 
 
 def _interpreting() -> bool:
-    import os
-
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
@@ -277,12 +277,33 @@ if triton is not None:
         )
 
 
+_exact_fp32_precision = ["tf32x3"]
+"""How fp32 products keep fp32 accuracy: three TF32 tensor-core products (the operands split in a
+high and a low TF32 part, relative error about 2^-22), or "ieee" (plain fp32 multiply-adds, slower)
+where this Triton cannot build the first; :func:`_launch` makes the switch once."""
+
+
 def _precision(dtype: torch.dtype) -> str | None:
-    """fp32 inputs: IEEE fp32 products unless torch allows TF32 for matrix products; bf16 and
-    fp16 inputs: Triton's default (tensor cores, fp32 accumulation)."""
+    """fp32 inputs: fp32-accurate products (:data:`_exact_fp32_precision`) unless torch allows TF32
+    for matrix products (``torch.set_float32_matmul_precision("high")`` or "medium"); bf16 and fp16
+    inputs: Triton's default (tensor cores, fp32 accumulation)."""
     if dtype != torch.float32:
         return None
-    return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
+    if torch.get_float32_matmul_precision() != "highest":
+        return "tf32"
+    return _exact_fp32_precision[0]
+
+
+def _launch(kernel, grid: tuple[int, ...], *arguments, PRECISION: str | None, **options) -> None:
+    """kernel[grid](...), retried once with IEEE products if this Triton cannot build "tf32x3"."""
+    try:
+        kernel[grid](*arguments, PRECISION=PRECISION, **options)
+    except Exception as error:  # a compilation error's type differs between Triton versions
+        if PRECISION != "tf32x3":
+            raise
+        _exact_fp32_precision[0] = "ieee"
+        warnings.warn(f"Triton could not build tf32x3 products, using ieee: {error}", stacklevel=2)
+        kernel[grid](*arguments, PRECISION="ieee", **options)
 
 
 def _slices(rows: int, count: int, device: torch.device) -> tuple[int, int]:
@@ -316,7 +337,8 @@ class _ContrastiveTotals(torch.autograd.Function):
         block_dim = max(16, triton.next_power_of_2(dim))
         precision = _precision(query.dtype)
         inverse_temperature = 1.0 / temperature
-        _partial_logsumexp[(triton.cdiv(rows, _BLOCK_ROWS), num_slices)](
+        _launch(
+            _partial_logsumexp, (triton.cdiv(rows, _BLOCK_ROWS), num_slices),
             query, negatives, positive_key, maxima, sums, per_row[0],
             rows, count, dim, slice_length, num_slices, inverse_temperature,
             BLOCK_ROWS=_BLOCK_ROWS, BLOCK_NEGATIVES=_BLOCK_NEGATIVES, BLOCK_DIM=block_dim,
@@ -328,14 +350,15 @@ class _ContrastiveTotals(torch.autograd.Function):
             BOUND=BOUND_CODES[bound], BLOCK_ROWS=256, BLOCK_SLICES=max(2, triton.next_power_of_2(num_slices)),
         )  # fmt: skip
         ctx.save_for_backward(query, positive_key, negatives, per_row)
-        ctx.settings = (temperature, num_slices, slice_length, block_dim, precision)
+        ctx.settings = (temperature, num_slices, slice_length, block_dim)
         return totals
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, grad_totals):
         query, positive_key, negatives, per_row = ctx.saved_tensors
-        temperature, num_slices, slice_length, block_dim, precision = ctx.settings
+        temperature, num_slices, slice_length, block_dim = ctx.settings
+        precision = _precision(query.dtype)
         need_query, need_key, need_negatives = ctx.needs_input_grad[:3]
         rows, dim = query.shape
         count = negatives.shape[0]
@@ -345,7 +368,8 @@ class _ContrastiveTotals(torch.autograd.Function):
         if need_query or need_key:
             partial = torch.empty(num_slices, rows, dim, device=query.device, dtype=torch.float32)
             key_grad = torch.empty_like(positive_key) if need_key else partial
-            _query_gradient[(triton.cdiv(rows, _BLOCK_ROWS), num_slices)](
+            _launch(
+                _query_gradient, (triton.cdiv(rows, _BLOCK_ROWS), num_slices),
                 query, negatives, positive_key, per_row[1], per_row[2], grad_totals, partial, key_grad,
                 rows, count, dim, slice_length, inverse_temperature,
                 NEED_POSITIVE_KEY=need_key, BLOCK_ROWS=_BLOCK_ROWS, BLOCK_NEGATIVES=_BLOCK_NEGATIVES,
@@ -357,7 +381,8 @@ class _ContrastiveTotals(torch.autograd.Function):
                 key_grad = None
         if need_negatives:
             negatives_grad = torch.empty_like(negatives)
-            _negative_gradient[(triton.cdiv(count, _NEGATIVE_GRADIENT_BLOCK),)](
+            _launch(
+                _negative_gradient, (triton.cdiv(count, _NEGATIVE_GRADIENT_BLOCK),),
                 query, negatives, per_row[1], per_row[2], grad_totals, negatives_grad,
                 rows, count, dim, inverse_temperature,
                 BLOCK_ROWS=_BLOCK_ROWS, BLOCK_NEGATIVES=_NEGATIVE_GRADIENT_BLOCK, BLOCK_DIM=block_dim,

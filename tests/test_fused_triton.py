@@ -164,3 +164,44 @@ def test_per_query_negatives_are_refused_by_the_triton_backend(kernel_device) ->
     per_query = torch.randn(4, 3, 8, device=kernel_device)
     with pytest.raises(ValueError, match="backend 'triton' needs .* shared negatives"):
         contrastive_bound(query, positive_key, per_query, TEMPERATURE, backend="triton")
+
+
+def test_launch_falls_back_to_ieee_products_once(monkeypatch) -> None:
+    """A Triton that cannot build tf32x3 products: the launch is retried with ieee, with a
+    warning, and later fp32 launches ask for ieee directly."""
+    calls = []
+
+    class Kernel:
+        def __getitem__(self, grid):
+            def launch(*arguments, PRECISION, **options):
+                calls.append(PRECISION)
+                if PRECISION == "tf32x3":
+                    raise RuntimeError("no tf32x3 on this target")
+
+            return launch
+
+    monkeypatch.setattr(fused_triton, "_exact_fp32_precision", ["tf32x3"])
+    monkeypatch.setattr(torch, "get_float32_matmul_precision", lambda: "highest")
+    with pytest.warns(UserWarning, match="tf32x3"):
+        fused_triton._launch(Kernel(), (1,), PRECISION="tf32x3")
+    assert calls == ["tf32x3", "ieee"]
+    assert fused_triton._precision(torch.float32) == "ieee"
+    assert fused_triton._precision(torch.bfloat16) is None
+    monkeypatch.setattr(torch, "get_float32_matmul_precision", lambda: "high")
+    assert fused_triton._precision(torch.float32) == "tf32"
+
+
+def test_launch_errors_of_other_precisions_are_not_retried() -> None:
+    calls = []
+
+    class Failing:
+        def __getitem__(self, grid):
+            def launch(*arguments, PRECISION, **options):
+                calls.append(PRECISION)
+                raise RuntimeError("out of resources")
+
+            return launch
+
+    with pytest.raises(RuntimeError, match="out of resources"):
+        fused_triton._launch(Failing(), (1,), PRECISION="ieee")
+    assert calls == ["ieee"]
