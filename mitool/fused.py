@@ -30,6 +30,12 @@ applied to the (B, d) operands rather than to the (B, chunk) weights.
 The bound itself (the per-anchor formula, the estimate and the NPC multiplier) comes from
 :mod:`mitool.bounds`, evaluated on the reduced quantities (pos, lse) by
 :func:`mitool.bounds.from_negative_logsumexp`.
+
+On a CUDA device with shared negatives, :func:`contrastive_bound` uses the Triton kernels of
+:mod:`mitool.fused_triton` instead (``backend="auto"``): the same formulas in five kernel launches,
+nothing of size (B, K) kept, the scores recomputed tile by tile in the backward pass. On a GPU the
+chunked operators above are bound by the host's cost of launching each small operator, not by
+the arithmetic (bench/bounds.py, docs/performance.md).
 """
 
 from __future__ import annotations

@@ -112,6 +112,13 @@ def test_moco_queue_is_first_in_first_out_and_wraps() -> None:
     assert not torch.equal(old_tail, model.queue[4:])
     with pytest.raises(ValueError, match="queue size"):
         model.enqueue(torch.zeros(7, 2))
+    # a loaded state (a resumed run) moves the pointer kept on the host too
+    state = model.state_dict()
+    state["queue_pointer"] = torch.tensor(5)
+    model.load_state_dict(state)
+    model.enqueue(first[:2])
+    assert torch.equal(model.queue[5], first[0]) and torch.equal(model.queue[0], first[1])
+    assert int(model.queue_pointer) == 1
 
 
 def test_moco_symmetric_uses_both_directions() -> None:

@@ -135,9 +135,9 @@ class SplitBatchNorm2d(nn.BatchNorm2d):
             self.momentum,
             self.eps,
         )
-        with torch.no_grad():
-            self.running_mean.copy_(running_mean.view(self.num_splits, channels).mean(dim=0))
-            self.running_var.copy_(running_var.view(self.num_splits, channels).mean(dim=0))
+        with torch.no_grad():  # the mean over the groups, written straight into the buffers
+            torch.mean(running_mean.view(self.num_splits, channels), dim=0, out=self.running_mean)
+            torch.mean(running_var.view(self.num_splits, channels), dim=0, out=self.running_var)
             self.num_batches_tracked += 1
         return self._ungrouped(outputs, channels, channels_last)
 

@@ -93,6 +93,12 @@ class MoCo(nn.Module):
         self.shuffle_bn = shuffle_bn
         self.register_buffer("queue", F.normalize(torch.randn(queue_size, embedding_dim), dim=1))
         self.register_buffer("queue_pointer", torch.zeros((), dtype=torch.long))
+        self._host_pointer: int | None = None  # the pointer's value on the host: reading the
+        # buffer on a GPU would wait for the device at every step
+
+    def _load_from_state_dict(self, *arguments, **keywords) -> None:
+        super()._load_from_state_dict(*arguments, **keywords)
+        self._host_pointer = None  # read the loaded buffer at the next enqueue
 
     def _query(self, images: Tensor) -> Tensor:
         return F.normalize(self.head(self.backbone(images)), dim=1)
@@ -127,13 +133,15 @@ class MoCo(nn.Module):
             raise ValueError(
                 f"negatives (the MoCo queue size, {size}) must be >= the keys enqueued per step ({count})"
             )
-        slots = (int(self.queue_pointer) + torch.arange(count, device=self.queue.device)) % size
+        pointer = int(self.queue_pointer) if self._host_pointer is None else self._host_pointer
+        slots = (pointer + torch.arange(count, device=self.queue.device)) % size
         # a new tensor rather than an in-place write: the old queue may still be needed by the
         # backward pass of the scores it produced (and torch.compile may drop a defensive clone)
         queue = self.queue.clone()
         queue[slots] = keys.to(queue.dtype)
         self.queue = queue
-        self.queue_pointer.fill_((int(self.queue_pointer) + count) % size)
+        self._host_pointer = (pointer + count) % size
+        self.queue_pointer.fill_(self._host_pointer)
 
     def forward(self, view_1: Tensor, view_2: Tensor) -> BoundResult:
         with torch.no_grad():
