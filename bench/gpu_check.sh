@@ -155,7 +155,7 @@ bench_script bounds-fp32 45 bounds.py --device $DEVICE --dtype float32 "${SHAPES
 bench_script bounds-bf16 35 bounds.py --device $DEVICE --dtype bfloat16 "${SHAPES[@]}" --quiet \
     --json "$DESTINATION/bounds_${DEVICE}_bf16.json"
 bench_script toy-speed 30 toy_speed.py --device $DEVICE --json "$DESTINATION/toy_speed_${DEVICE}.json"
-bench_script toy-speed-wide 40 toy_speed.py --device $DEVICE --runs $TOY_WIDE \
+bench_script toy-speed-wide 90 toy_speed.py --device $DEVICE --runs $TOY_WIDE \
     --json "$DESTINATION/toy_speed_${DEVICE}_wide.json"
 bench_script step-moco-sync-bn 40 step.py --device $DEVICE --arch $ARCH --image-size $SIZE \
     --batch-size $BATCH --precision bf16 --methods moco --bn-mode sync --rounds 5 --quiet

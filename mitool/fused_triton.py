@@ -277,31 +277,34 @@ if triton is not None:
         )
 
 
-_exact_fp32_precision = ["tf32x3"]
-"""How fp32 products keep fp32 accuracy: three TF32 tensor-core products (the operands split in a
-high and a low TF32 part, relative error about 2^-22), or "ieee" (plain fp32 multiply-adds, slower)
-where this Triton cannot build the first; :func:`_launch` makes the switch once."""
+_IEEE_FALLBACKS: set[tuple[int, int]] = set()
+"""(kernel, BLOCK_DIM) pairs for which this Triton could not build "tf32x3" products; they launch
+with "ieee" products. Seen on an H200: fp32 embeddings with 128 < d <= 256 asked for more shared
+memory than there is; d <= 128 built."""
 
 
 def _precision(dtype: torch.dtype) -> str | None:
-    """fp32 inputs: fp32-accurate products (:data:`_exact_fp32_precision`) unless torch allows TF32
-    for matrix products (``torch.set_float32_matmul_precision("high")`` or "medium"); bf16 and fp16
-    inputs: Triton's default (tensor cores, fp32 accumulation)."""
+    """fp32 inputs: "tf32x3", three TF32 tensor-core products (each operand split into a high and a
+    low TF32 part, relative error about 2^-22, fp32 accuracy), or "tf32" where torch allows TF32
+    for matrix products (``torch.set_float32_matmul_precision("high")`` or "medium"); bf16 and
+    fp16 inputs: Triton's default (tensor cores, fp32 accumulation)."""
     if dtype != torch.float32:
         return None
-    if torch.get_float32_matmul_precision() != "highest":
-        return "tf32"
-    return _exact_fp32_precision[0]
+    return "tf32x3" if torch.get_float32_matmul_precision() == "highest" else "tf32"
 
 
 def _launch(kernel, grid: tuple[int, ...], *arguments, PRECISION: str | None, **options) -> None:
-    """kernel[grid](...), retried once with IEEE products if this Triton cannot build "tf32x3"."""
+    """kernel[grid](...); where this Triton cannot build "tf32x3" products for the kernel at this
+    BLOCK_DIM, "ieee" products (plain fp32 multiply-adds, slower), with one warning."""
+    key = (id(kernel), options.get("BLOCK_DIM", 0))
+    if PRECISION == "tf32x3" and key in _IEEE_FALLBACKS:
+        PRECISION = "ieee"
     try:
         kernel[grid](*arguments, PRECISION=PRECISION, **options)
     except Exception as error:  # a compilation error's type differs between Triton versions
         if PRECISION != "tf32x3":
             raise
-        _exact_fp32_precision[0] = "ieee"
+        _IEEE_FALLBACKS.add(key)
         warnings.warn(f"Triton could not build tf32x3 products, using ieee: {error}", stacklevel=2)
         kernel[grid](*arguments, PRECISION="ieee", **options)
 
