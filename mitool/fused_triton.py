@@ -89,6 +89,21 @@ def supports(query: Tensor, negative_keys: Tensor) -> bool:
 if triton is not None:
 
     @triton.jit
+    def _scores_tile(
+        q, negatives, start, end, column, dim, inverse_temperature,
+        BLOCK_NEGATIVES: tl.constexpr, PRECISION: tl.constexpr,
+    ):  # fmt: skip
+        """Negatives start .. start + BLOCK_NEGATIVES - 1 (those at or past ``end`` read as zero),
+        the tile n (BLOCK_NEGATIVES, BLOCK_DIM) and the scores q n^T / tau (BLOCK_ROWS, BLOCK_NEGATIVES)."""
+        negative = start + tl.arange(0, BLOCK_NEGATIVES)
+        n = tl.load(
+            negatives + negative[:, None] * dim + column[None, :],
+            mask=(negative[:, None] < end) & (column[None, :] < dim),
+            other=0.0,
+        )
+        return negative, n, tl.dot(q, tl.trans(n), input_precision=PRECISION) * inverse_temperature
+
+    @triton.jit
     def _partial_logsumexp(
         query, negatives, positive_key, maxima, sums, positive_scores,
         rows, count, dim, slice_length, num_slices, inverse_temperature,
@@ -106,13 +121,9 @@ if triton is not None:
         begin = part * slice_length
         end = tl.minimum(begin + slice_length, count)
         for start in range(begin, end, BLOCK_NEGATIVES):
-            negative = start + tl.arange(0, BLOCK_NEGATIVES)
-            n = tl.load(
-                negatives + negative[:, None] * dim + column[None, :],
-                mask=(negative[:, None] < end) & (column[None, :] < dim),
-                other=0.0,
+            negative, n, scores = _scores_tile(
+                q, negatives, start, end, column, dim, inverse_temperature, BLOCK_NEGATIVES, PRECISION
             )
-            scores = tl.dot(q, tl.trans(n), input_precision=PRECISION) * inverse_temperature
             scores = tl.where(negative[None, :] < end, scores, float("-inf"))
             new_max = tl.maximum(running_max, tl.max(scores, axis=1))
             running_sum = running_sum * tl.exp(running_max - new_max) + tl.sum(
@@ -217,13 +228,9 @@ if triton is not None:
         begin = part * slice_length
         end = tl.minimum(begin + slice_length, count)
         for start in range(begin, end, BLOCK_NEGATIVES):
-            negative = start + tl.arange(0, BLOCK_NEGATIVES)
-            n = tl.load(
-                negatives + negative[:, None] * dim + column[None, :],
-                mask=(negative[:, None] < end) & (column[None, :] < dim),
-                other=0.0,
+            negative, n, scores = _scores_tile(
+                q, negatives, start, end, column, dim, inverse_temperature, BLOCK_NEGATIVES, PRECISION
             )
-            scores = tl.dot(q, tl.trans(n), input_precision=PRECISION) * inverse_temperature
             weights = tl.where(negative[None, :] < end, tl.exp(scores - lse[:, None]), 0.0)
             weighted = tl.dot(weights.to(n.dtype), n, weighted, input_precision=PRECISION)
         gradient = factor_logsumexp[:, None] * weighted
