@@ -18,7 +18,9 @@ With K > B (a queue) only q requires a gradient, as in MoCo; with K < B (the oth
 batch, SimCLR-style) the negatives require one too. Times are medians of per-pair ratios against
 (a), the pairs interleaved (see bench/harness.py), with more pairs for short calls on CPU
 (about 1.5 s of pairs per candidate, at most 25); memory is the peak allocated beyond the inputs
-during one call, against (a)'s.
+during one call, against (a)'s. On CUDA also the GPU kernel time of one call (torch.profiler)
+against (a)'s: at these sizes wall-clock time is set by the host issuing
+the operators, kernel time by the passes over the (B, K) scores.
 
     python bench/bounds.py --device cpu --json bench/results/bounds_cpu.json
 """
@@ -39,6 +41,7 @@ sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from harness import (  # noqa: E402
     Progress,
+    device_seconds,
     environment,
     interleaved_ratios,
     peak_extra_bytes,
@@ -163,8 +166,10 @@ def measure_shape(
         progress.total += (wanted - rounds) * len(candidates)
         rounds = wanted
     memory = {"baseline": peak_extra_bytes(baseline, device)}
+    kernel_seconds = {"baseline": _device_seconds_or_none(baseline, device)}
     for name, function in candidates.items():
         memory[name] = peak_extra_bytes(function, device)
+        kernel_seconds[name] = _device_seconds_or_none(function, device)
     timing = interleaved_ratios(
         baseline,
         candidates,
@@ -179,6 +184,9 @@ def measure_shape(
         row["peak_extra_bytes"] = memory[name]
         if memory[name] is not None and memory["baseline"]:
             row["memory_ratio"] = memory[name] / memory["baseline"]
+        if kernel_seconds[name] is not None and kernel_seconds["baseline"]:
+            row["device_seconds"] = kernel_seconds[name]
+            row["device_ratio"] = kernel_seconds[name] / kernel_seconds["baseline"]
         rows[name] = row
     return {
         "batch": batch,
@@ -196,6 +204,15 @@ def measure_shape(
     }
 
 
+def _device_seconds_or_none(function: Callable[[], None], device: torch.device) -> float | None:
+    """GPU kernel time of one call (bench/harness.py), None where the profiler cannot give it."""
+    try:
+        return device_seconds(function, device, repeat=1)
+    except Exception as error:  # a profiler that differs: the column is left out, the bench goes on
+        print(f"device time not measured: {type(error).__name__}: {error}", file=sys.stderr)
+        return None
+
+
 def targets(records: list[dict[str, object]], device: torch.device) -> list[dict[str, object]]:
     """For each shape and fused bound: the time and memory targets, met or not, with the figures."""
     limit = TARGET_TIME.get(device.type, TARGET_TIME["cpu"])
@@ -211,6 +228,7 @@ def targets(records: list[dict[str, object]], device: torch.device) -> list[dict
                     "time_ratio": row["ratio"],
                     "time_target": limit,
                     "time_met": row["ratio"] <= limit,
+                    "kernel_time_ratio": row.get("device_ratio"),
                     "memory_ratio": row.get("memory_ratio"),
                     "memory_target": TARGET_MEMORY,
                     "memory_met": (
@@ -228,16 +246,23 @@ def print_table(records: list[dict[str, object]]) -> None:
             f"\nB={record['batch']} K={record['negatives']} d={record['dim']} {record['dtype']}"
             f" (negatives require grad: {record['negatives_require_grad']}); (a) cat_ce = {base_ms:.2f} ms"
         )
-        print(f"{'candidate':<26}{'ms':>9}{'time/(a)':>10}{'range':>15}{'peak MiB':>10}{'mem/(a)':>9}")
+        kernel_times = any("device_ratio" in row for row in record["candidates"].values())
+        print(
+            f"{'candidate':<26}{'ms':>9}{'time/(a)':>10}{'range':>15}{'peak MiB':>10}{'mem/(a)':>9}"
+            + (f"{'kernel ms':>11}{'kernel/(a)':>11}" if kernel_times else "")
+        )
         for name, row in record["candidates"].items():
             label = "(a) cat_ce" if name == "baseline" else ("(b) floor" if name == "floor" else name)
             spread = f"{row['ratio_low']:.2f}-{row['ratio_high']:.2f}" if "ratio_low" in row else ""
             peak = row["peak_extra_bytes"]
             peak_text = f"{peak / 2**20:.1f}" if peak is not None else "n/a"
             memory_text = f"{row['memory_ratio']:.2f}" if "memory_ratio" in row else ""
+            kernel_text = ""
+            if "device_seconds" in row:
+                kernel_text = f"{row['device_seconds'] * 1e3:>11.3f}{row['device_ratio']:>11.3f}"
             print(
                 f"{label:<26}{row['seconds'] * 1e3:>9.2f}{row['ratio']:>10.3f}{spread:>15}"
-                f"{peak_text:>10}{memory_text:>9}"
+                f"{peak_text:>10}{memory_text:>9}{kernel_text}"
             )
 
 
@@ -301,6 +326,11 @@ def main(argv: list[str] | None = None) -> int:
             f" time {verdict['time_ratio']:.3f} (<= {verdict['time_target']}: "
             f"{'met' if verdict['time_met'] else 'NOT met'}),"
             f" memory {memory_text} (<= {TARGET_MEMORY}: {'met' if verdict['memory_met'] else 'NOT met'})"
+            + (
+                f", GPU kernel time {verdict['kernel_time_ratio']:.3f} of (a)'s"
+                if verdict["kernel_time_ratio"] is not None
+                else ""
+            )
         )
     if args.json:
         write_json(

@@ -150,9 +150,9 @@ for method in moco simo simclr; do
 done
 pretrain simo-gpu-augment --method simo --gpu-augment decode
 bench_script data 90 data.py --device $DEVICE "${DATA[@]}" --quiet --json "$DESTINATION/data_${DEVICE}.json"
-bench_script bounds-fp32 45 bounds.py --device $DEVICE --dtype float32 "${SHAPES[@]}" --quiet \
+bench_script bounds-fp32 70 bounds.py --device $DEVICE --dtype float32 "${SHAPES[@]}" --quiet \
     --json "$DESTINATION/bounds_${DEVICE}_fp32.json"
-bench_script bounds-bf16 35 bounds.py --device $DEVICE --dtype bfloat16 "${SHAPES[@]}" --quiet \
+bench_script bounds-bf16 60 bounds.py --device $DEVICE --dtype bfloat16 "${SHAPES[@]}" --quiet \
     --json "$DESTINATION/bounds_${DEVICE}_bf16.json"
 bench_script toy-speed 30 toy_speed.py --device $DEVICE --json "$DESTINATION/toy_speed_${DEVICE}.json"
 bench_script toy-speed-wide 90 toy_speed.py --device $DEVICE --runs $TOY_WIDE \

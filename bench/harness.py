@@ -26,6 +26,7 @@ from torch.utils._pytree import tree_leaves
 
 __all__ = [
     "Progress",
+    "device_seconds",
     "environment",
     "interleaved_ratios",
     "peak_extra_bytes",
@@ -39,6 +40,32 @@ def synchronize(device: torch.device) -> None:
     """Wait for the device's queued work (a no-op on CPU)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def device_seconds(function: Callable[[], object], device: torch.device, repeat: int = 3) -> float | None:
+    """Seconds the GPU spends in kernels during one call of ``function``: the smallest over
+    ``repeat`` calls of the sum of the CUDA kernels' own times, from torch.profiler. It leaves out
+    what the host spends issuing them, which is what wall-clock timing of short calls measures.
+    None off CUDA, or where the profiler reports no device time."""
+    if device.type != "cuda":
+        return None
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    best = None
+    for _ in range(repeat):
+        synchronize(device)
+        with profile(activities=[ProfilerActivity.CUDA]) as profiler:
+            function()
+            synchronize(device)
+        total = sum(
+            event.self_device_time_total
+            for event in profiler.key_averages()
+            if event.device_type == DeviceType.CUDA
+        )
+        if total > 0:
+            best = total if best is None else min(best, total)
+    return None if best is None else best / 1e6  # the profiler counts microseconds
 
 
 def time_call(function: Callable[[], object], device: torch.device, repeat: int = 1) -> float:
