@@ -124,6 +124,7 @@ class MoCo(nn.Module):
         all_keys = distributed.gather_without_grad(shuffled_keys)[torch.argsort(order)]
         return all_keys[rank * rows : (rank + 1) * rows]
 
+    @torch.compiler.disable  # eager under torch.compile: the host pointer changes every step
     @torch.no_grad()
     def enqueue(self, keys: Tensor) -> None:
         """Write ``keys`` (n, D), n <= K, over the n oldest entries of the queue (wrapping around
