@@ -49,8 +49,8 @@ from harness import (  # noqa: E402
     write_json,
 )
 
-from mitool import bounds, fused_triton  # noqa: E402
-from mitool.fused import contrastive_bound, default_chunk_size  # noqa: E402
+from mitool import bounds  # noqa: E402
+from mitool.fused import chosen_backend, contrastive_bound, default_chunk_size  # noqa: E402
 from mitool.runtime import set_threads_to_free_cores  # noqa: E402
 
 SHAPES = ((256, 16384, 128), (256, 65536, 128), (4096, 4095, 128))
@@ -194,9 +194,7 @@ def measure_shape(
         "dim": dim,
         "dtype": str(dtype).replace("torch.", ""),
         "negatives_require_grad": negatives_need_grad,
-        "fused_backend": "triton"
-        if device.type == "cuda" and fused_triton.supports(query, negatives)
-        else "torch",
+        "fused_backend": chosen_backend(query, negatives),
         "chunk_size": chunk_size or default_chunk_size(batch, negatives_count, device),
         "rounds": rounds,
         "baseline": "cat_ce",

@@ -49,6 +49,7 @@ from mitool.bounds import BoundResult
 __all__ = [
     "BACKENDS",
     "NegativeLogSumExp",
+    "chosen_backend",
     "contrastive_bound",
     "default_chunk_size",
 ]
@@ -190,6 +191,23 @@ class NegativeLogSumExp(torch.autograd.Function):
 # the public entry point
 
 
+def chosen_backend(query: Tensor, negative_keys: Tensor, backend: str = "auto") -> str:
+    """The backend :func:`contrastive_bound` uses for these embeddings, "triton" or "torch":
+    "auto" picks the kernels on a CUDA device where they apply (shared negatives, d <= 256).
+    ValueError for an unknown name, or "triton" where the kernels do not apply."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    kernels_apply = fused_triton.supports(query, negative_keys)
+    if backend == "triton" and not kernels_apply:
+        raise ValueError(
+            "backend 'triton' needs triton installed, a CUDA device (or TRITON_INTERPRET=1 on CPU) "
+            f"and shared negatives (K, d) with d <= {fused_triton.MAX_DIM}; use backend 'torch' or 'auto'"
+        )
+    if backend == "triton" or (backend == "auto" and kernels_apply and query.is_cuda):
+        return "triton"
+    return "torch"
+
+
 def _check_embeddings(query: Tensor, positive_key: Tensor, negative_keys: Tensor) -> None:
     for name, value in (("query", query), ("positive_key", positive_key), ("negative_keys", negative_keys)):
         if not isinstance(value, Tensor) or not value.is_floating_point():
@@ -272,15 +290,7 @@ def contrastive_bound(
     elif alpha is not None:
         raise ValueError(f"alpha is an option of bound 'eqco' only, got alpha={alpha!r} with bound {bound!r}")
     sigma = bounds._check_positive("sigma", sigma)
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    kernels_apply = fused_triton.supports(query, negative_keys)
-    if backend == "triton" and not kernels_apply:
-        raise ValueError(
-            "backend 'triton' needs triton installed, a CUDA device (or TRITON_INTERPRET=1 on CPU) "
-            f"and shared negatives (K, d) with d <= {fused_triton.MAX_DIM}; use backend 'torch' or 'auto'"
-        )
-    if backend == "triton" or (backend == "auto" and kernels_apply and query.is_cuda):
+    if chosen_backend(query, negative_keys, backend) == "triton":
         num_negatives = negative_keys.shape[0]
         weight = alpha if bound == "eqco" else float(num_negatives)
         totals = fused_triton.contrastive_totals(

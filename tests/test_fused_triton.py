@@ -209,3 +209,16 @@ def test_launch_errors_of_other_precisions_are_not_retried() -> None:
     with pytest.raises(RuntimeError, match="out of resources"):
         fused_triton._launch(Failing(), (1,), PRECISION="ieee")
     assert calls == ["ieee"]
+
+
+def test_chosen_backend_on_cpu_is_the_chunked_path() -> None:
+    """Outside the interpreter session, CPU tensors take the torch path under "auto"; unknown
+    names are refused with the allowed ones."""
+    from mitool.fused import chosen_backend
+
+    query, _, negatives = embeddings(4, 6, 8, torch.device("cpu"))
+    if not INTERPRETED:
+        assert chosen_backend(query, negatives) == "torch"
+    assert chosen_backend(query, negatives, "torch") == "torch"
+    with pytest.raises(ValueError, match="backend must be one of auto, triton, torch"):
+        chosen_backend(query, negatives, "cuda")
