@@ -32,7 +32,8 @@ The bound itself (the per-anchor formula, the estimate and the NPC multiplier) c
 :func:`mitool.bounds.from_negative_logsumexp`.
 
 On a CUDA device with shared negatives, :func:`contrastive_bound` uses the Triton kernels of
-:mod:`mitool.fused_triton` instead (``backend="auto"``): the same formulas in five kernel launches,
+:mod:`mitool.fused_triton` instead (``backend="auto"``): the same formulas in two kernel launches
+forward and one or two backward,
 nothing of size (B, K) kept, the scores recomputed tile by tile in the backward pass. On a GPU the
 chunked operators above are bound by the host's cost of launching each small operator, not by
 the arithmetic (bench/bounds.py, docs/performance.md).

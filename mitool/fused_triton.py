@@ -29,8 +29,9 @@ k (B, d), negatives n (K, d), d <= 256, one dtype (fp32, bf16 or fp16). With tau
    a program per block of negatives looping over the rows.
 
 Memory beyond the inputs and gradients: O(B S) floats. Time: the two matrix products q n^T and
-their two gradients, read from the inputs tile by tile, and five launches in all. Matrix products of
-fp32 inputs use IEEE fp32 unless ``torch.backends.cuda.matmul`` allows TF32; bf16/fp16 products
+their two gradients, read from the inputs tile by tile; two kernel launches in the forward pass,
+one or two (and a sum over the slices) in the backward pass. Matrix products of fp32 inputs keep
+fp32 accuracy (see :func:`_precision`) unless torch's float32 matmul precision allows TF32; bf16/fp16 products
 accumulate in fp32 like cuBLAS; everything else is fp32.
 
 Without a GPU the same kernels run in Triton's interpreter (``TRITON_INTERPRET=1`` set before
