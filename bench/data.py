@@ -4,10 +4,10 @@ Generates ``--images`` JPEGs (shorter side 300-500 pixels, aspect 3:4 to 4:3, sm
 fields with edges and noise, quality 90, about the size of ImageNet photographs) into a temporary
 ImageNet-layout folder, then measures, on the same files and with the same number of workers:
 
-* ``cpu``: the MoCo v2 two-view transform of :mod:`vision.augment` (torchvision on PIL images) in
+* ``cpu``: the MoCo v2 two-view transform of :mod:`mitool.vision.augment` (torchvision on PIL images) in
   the DataLoader workers; the views are moved to ``--device``;
-* ``device-decode``: the workers only decode (:class:`vision.gpu_augment.DecodeOnly`), the two
-  views are made by :class:`vision.gpu_augment.GPUTwoViewAugment` on ``--device``;
+* ``device-decode``: the workers only decode (:class:`mitool.vision.gpu_augment.DecodeOnly`), the two
+  views are made by :class:`mitool.vision.gpu_augment.GPUTwoViewAugment` on ``--device``;
 * ``device-jpeg``: the workers only read the files' bytes (``load_dataset(..., encoded=True)``),
   decoded in one batched ``torchvision.io.decode_jpeg`` on the device, then augmented there;
 * ``augment-only``: ``GPUTwoViewAugment`` alone on one decoded batch already on the device (the
@@ -40,9 +40,9 @@ sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from harness import Progress, environment, synchronize, write_json  # noqa: E402
 
 from mitool.runtime import free_cores, set_threads_to_free_cores  # noqa: E402
-from vision.augment import two_view_transform  # noqa: E402
-from vision.data import dataset_info, load_dataset, make_loader  # noqa: E402
-from vision.gpu_augment import DecodeOnly, GPUTwoViewAugment, decode_on_device  # noqa: E402
+from mitool.vision.augment import two_view_transform  # noqa: E402
+from mitool.vision.data import dataset_info, load_dataset, make_loader  # noqa: E402
+from mitool.vision.gpu_augment import DecodeOnly, GPUTwoViewAugment, decode_on_device  # noqa: E402
 
 MODES = ("cpu", "device-decode", "device-jpeg", "augment-only")
 

@@ -19,7 +19,7 @@
 # Everything is printed; the log and the JSON files go to $OUT when it is set (else to
 # bench/results/gpu/). Python: $PY if set, else .venv/bin/python if its torch sees CUDA, else python3.
 # The command line is the `mitool` console script next to $PY when installed, otherwise
-# `PYTHONPATH=. $PY -m cli.main` from the repository root.
+# `$PY -m mitool.cli.main` with the source tree on PYTHONPATH (bench/source_tree.sh).
 # Environment knobs: GPU_CHECK_BUDGET (seconds, default 465), PY, OUT, GPU_CHECK_SKIP (comma-
 # separated part names to leave out, e.g. data,pretrain-simo), GPU_CHECK_TESTS (pytest targets of
 # the test part, default tests), GPU_CHECK_REHEARSAL=1: the
@@ -39,7 +39,7 @@ mkdir -p "$DESTINATION" || DESTINATION=$(mktemp -d)
 LOG="$DESTINATION/gpu_check.log"
 SCRATCH=$(mktemp -d)
 : >"$LOG"
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+. "$ROOT/bench/source_tree.sh"  # mitool importable without an install
 export PYTHONUNBUFFERED=1
 
 say() { echo "$*" | tee -a "$LOG"; }
@@ -120,7 +120,7 @@ fi
 if [ -f "$(dirname "$PY")/mitool" ] && [ -x "$(dirname "$PY")/mitool" ]; then
     MITOOL=("$(dirname "$PY")/mitool")
 else
-    MITOOL=(env "PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m cli.main)
+    MITOOL=("$PY" -m mitool.cli.main)
 fi
 say "command line: ${MITOOL[*]}"
 

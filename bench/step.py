@@ -48,7 +48,7 @@ def bare_backbone_step(
     compile_model: bool,
 ) -> Callable[[], None]:
     """The floor of a method's step: backbone forward + backward (+ the key encoder's forward)."""
-    from vision.backbones import build_backbone
+    from mitool.vision.backbones import build_backbone
 
     device = views[0].device
     backbone = build_backbone(arch, 3, small_stem)[0].to(device, memory_format=torch.channels_last)
@@ -83,8 +83,8 @@ def method_step(
 ) -> Callable[[], None]:
     """One training step of ``method`` exactly as vision.train runs it (``bn_mode``: moco's
     shuffle-BN with split BatchNorm on one process, or plain/synchronised BatchNorm)."""
-    from vision.config import PretrainConfig, build_method, resolve_defaults
-    from vision.train import training_step
+    from mitool.vision.config import PretrainConfig, build_method, resolve_defaults
+    from mitool.vision.train import training_step
 
     device = views[0].device
     options = {"negatives": queue_size, "bn_mode": bn_mode} if method == "moco" else {}
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     try:
-        from vision.backbones import ARCHITECTURES
+        from mitool.vision.backbones import ARCHITECTURES
 
         arch = args.arch or "resnet50"
         if arch not in ARCHITECTURES:

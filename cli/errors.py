@@ -7,7 +7,7 @@ import click
 
 class FriendlyGroup(click.Group):
     """A click group whose commands report ``ValueError`` (bad arguments, as raised by
-    :mod:`mitool`, :mod:`toy` and :mod:`vision`), ``FileNotFoundError`` and ``PermissionError`` as
+    :mod:`mitool` and its subpackages), ``FileNotFoundError`` and ``PermissionError`` as
     ``Error: <message>`` on stderr with exit code 2."""
 
     def invoke(self, ctx: click.Context):  # type: ignore[override]

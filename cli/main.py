@@ -1,4 +1,4 @@
-"""The ``mitool`` command: a thin click front end over :mod:`toy` and :mod:`vision`.
+"""The ``mitool`` command: a thin click front end over :mod:`mitool.toy` and :mod:`mitool.vision`.
 
 Errors in what the user asked for (ValueError from the library, bad files) become a one-line
 message and exit code 2, never a traceback.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from cli.errors import FriendlyGroup
+from mitool.cli.errors import FriendlyGroup
 
 
 @click.group(cls=FriendlyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -22,7 +22,11 @@ def _register() -> None:
     """Attach the sub-command groups that exist (each lives in its own module)."""
     import importlib
 
-    for module_name, attribute in (("cli.toy", "toy"), ("cli.toy", "estimate"), ("cli.vision", "vision")):
+    for module_name, attribute in (
+        ("mitool.cli.toy", "toy"),
+        ("mitool.cli.toy", "estimate"),
+        ("mitool.cli.vision", "vision"),
+    ):
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as error:

@@ -1,7 +1,7 @@
-"""``mitool toy`` (run, sweep, plot, demo) and ``mitool estimate``: thin click shells over :mod:`toy`.
+"""``mitool toy`` (run, sweep, plot, demo) and ``mitool estimate``: thin click shells over :mod:`mitool.toy`.
 
 Lists are comma-separated. Progress bars (with ETA and the current estimate) go to stderr and are
-off with --quiet. Bad values raise ValueError in :mod:`toy`, which the main group prints as one line
+off with --quiet. Bad values raise ValueError in :mod:`mitool.toy`, which the main group prints as one line
 ``Error: ...`` with exit code 2.
 """
 
@@ -17,9 +17,9 @@ from pathlib import Path
 import click
 
 from mitool.runtime import set_threads_to_free_cores
-from toy import plots, study
-from toy.config import DEFAULT_ALPHA, DIVERGENCE_THRESHOLD, ESTIMATORS, ToySettings, parse_list
-from toy.estimate import estimate_mi, load_samples
+from mitool.toy import plots, study
+from mitool.toy.config import DEFAULT_ALPHA, DIVERGENCE_THRESHOLD, ESTIMATORS, ToySettings, parse_list
+from mitool.toy.estimate import estimate_mi, load_samples
 
 __all__ = ["estimate", "toy"]
 

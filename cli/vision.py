@@ -1,4 +1,4 @@
-"""``mitool vision``: pretrain, knn, linear and plot (thin click shells over :mod:`vision`)."""
+"""``mitool vision``: pretrain, knn, linear and plot (thin click shells over :mod:`mitool.vision`)."""
 
 from __future__ import annotations
 
@@ -122,9 +122,9 @@ def _common_data_options(function):
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def pretrain(**options) -> None:
-    from vision.config import PretrainConfig
-    from vision.train import TrainingDiverged
-    from vision.train import pretrain as run_pretraining
+    from mitool.vision.config import PretrainConfig
+    from mitool.vision.train import TrainingDiverged
+    from mitool.vision.train import pretrain as run_pretraining
 
     set_threads_to_free_cores()
     resume, quiet = options.pop("resume"), options.pop("quiet")
@@ -156,7 +156,7 @@ def knn(checkpoint, dataset, data_dir, image_size, k, temperature, batch_size, w
     test split scored)."""
     import torch
 
-    from vision.evaluate import evaluate_knn, load_backbone
+    from mitool.vision.evaluate import evaluate_knn, load_backbone
 
     set_threads_to_free_cores()
     for name, value in (("k", k), ("batch-size", batch_size)):
@@ -208,7 +208,7 @@ def knn(checkpoint, dataset, data_dir, image_size, k, temperature, batch_size, w
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def linear(resume, as_json, quiet, milestones, **options) -> None:
     """Linear protocol on the frozen backbone (MoCo's: lr 30, 100 epochs, decay at 60 and 80)."""
-    from vision.linear import LinearConfig, linear_evaluation
+    from mitool.vision.linear import LinearConfig, linear_evaluation
 
     set_threads_to_free_cores()
     try:
@@ -229,7 +229,7 @@ def linear(resume, as_json, quiet, milestones, **options) -> None:
 @click.option("--output", default=None, help="PNG path [OUT/curves.png].")
 def plot(out: str, output: str | None) -> None:
     """PNG curves of loss, MI estimate, NPC multiplier and kNN top-1 of the run in OUT."""
-    from vision.plot import plot_run
+    from mitool.vision.plot import plot_run
 
     set_threads_to_free_cores()
     click.echo(plot_run(out, output), file=sys.stdout)

@@ -14,9 +14,9 @@ from scipy.stats import ks_2samp
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
 
-from vision.augment import blur_kernel_size, eval_transform, moco_v2_settings, two_view_transform
-from vision.data import dataset_info, load_dataset, make_loader
-from vision.gpu_augment import (
+from mitool.vision.augment import blur_kernel_size, eval_transform, moco_v2_settings, two_view_transform
+from mitool.vision.data import dataset_info, load_dataset, make_loader
+from mitool.vision.gpu_augment import (
     DecodeOnly,
     GPUTwoViewAugment,
     adjust_brightness,

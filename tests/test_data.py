@@ -11,8 +11,8 @@ import pytest
 import torch
 from PIL import Image
 
-from vision.augment import eval_transform, two_view_transform
-from vision.data import (
+from mitool.vision.augment import eval_transform, two_view_transform
+from mitool.vision.data import (
     DATASETS,
     FASHION_MNIST_DIR,
     EncodedImage,
@@ -359,7 +359,7 @@ def test_dataset_errors_reach_the_command_line_as_one_line(tmp_path):
     import click
     from click.testing import CliRunner
 
-    from cli.errors import FriendlyGroup
+    from mitool.cli.errors import FriendlyGroup
 
     @click.group(cls=FriendlyGroup)
     def group() -> None:

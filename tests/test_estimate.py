@@ -10,9 +10,9 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from cli.main import main
+from mitool.cli.main import main
 from mitool.tasks import CorrelatedGaussian
-from toy.estimate import load_samples
+from mitool.toy.estimate import load_samples
 
 
 @pytest.fixture(autouse=True)

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from mitool import bounds
-from toy.batched import RunRecord, make_run_critic, train_sequential, train_vectorised
-from toy.config import RunSpec, ToySettings
-from toy.stacked import StackedCritic
-from toy.study import summarize
+from mitool.toy.batched import RunRecord, make_run_critic, train_sequential, train_vectorised
+from mitool.toy.config import RunSpec, ToySettings
+from mitool.toy.stacked import StackedCritic
+from mitool.toy.study import summarize
 
 TINY = ToySettings(
     dim=3, mi_values=(1.0, 3.0), steps_per_stage=6, batch_size=8, hidden=16, embed_dim=8, lr=1e-3

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import toy.study
-from cli.main import main
-from toy.study import CURVE_COLUMNS, SUMMARY_COLUMNS
+from mitool.cli.main import main
+from mitool.toy import study as toy_study
+from mitool.toy.study import CURVE_COLUMNS, SUMMARY_COLUMNS
 
 TINY = [
     "--dim", "3", "--mi", "1,3", "--steps-per-stage", "6", "--batch-size", "8",
@@ -108,7 +108,7 @@ def test_sweep_interrupted_and_resumed_equals_uninterrupted(tmp_path: Path, monk
     for name in ("bias_vs_k", "std_vs_k", "gradnorm_vs_k", "staircase_separable-K2", "staircase_cosine-K9"):
         assert (whole / f"{name}.png").is_file()
 
-    real_run_cell = toy.study.run_cell
+    real_run_cell = toy_study.run_cell
     calls = []
 
     def killed_after_two_cells(*call_args, **call_kwargs):
@@ -118,10 +118,10 @@ def test_sweep_interrupted_and_resumed_equals_uninterrupted(tmp_path: Path, monk
         return real_run_cell(*call_args, **call_kwargs)
 
     parts = tmp_path / "parts"
-    monkeypatch.setattr(toy.study, "run_cell", killed_after_two_cells)
+    monkeypatch.setattr(toy_study, "run_cell", killed_after_two_cells)
     interrupted = CliRunner().invoke(main, [*args, "--out", str(parts)])
     assert interrupted.exit_code == 1 and "Aborted" in interrupted.stderr  # click's answer to Ctrl-C
-    monkeypatch.setattr(toy.study, "run_cell", real_run_cell)
+    monkeypatch.setattr(toy_study, "run_cell", real_run_cell)
     assert len(list(parts.glob("cells/*/done.json"))) == 2 and not (parts / "summary.csv").exists()
     finished_before = {p: p.stat().st_mtime_ns for p in parts.glob("cells/*/curves.csv")}
     resumed = CliRunner().invoke(main, [*args, "--out", str(parts)], catch_exceptions=False)

@@ -13,8 +13,8 @@ import torch
 from click.testing import CliRunner
 from PIL import Image
 
-from cli.main import main
-from vision.data import UnreadableImagesWarning
+from mitool.cli.main import main
+from mitool.vision.data import UnreadableImagesWarning
 
 TINY = ["--arch", "small-cnn", "--image-size", "16", "--batch-size", "8", "--workers", "0", "--quiet"]
 

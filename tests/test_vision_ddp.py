@@ -15,9 +15,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as multiprocessing
 
-from vision.config import PretrainConfig, build_method, resolve_defaults
-from vision.distributed import CrossRankBatchNorm, wrap_for_data_parallel
-from vision.train import training_step
+from mitool.vision.config import PretrainConfig, build_method, resolve_defaults
+from mitool.vision.distributed import CrossRankBatchNorm, wrap_for_data_parallel
+from mitool.vision.train import training_step
 
 TOLERANCE = 2e-5
 GLOBAL_BATCH = 8

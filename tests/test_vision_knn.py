@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from vision.evaluate import spread_subset
-from vision.knn import extract_features, knn_accuracy, knn_class_scores
+from mitool.vision.evaluate import spread_subset
+from mitool.vision.knn import extract_features, knn_accuracy, knn_class_scores
 
 
 def _plain_scores(queries, memory, labels, classes, k, temperature):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from vision import checkpoint as checkpoints
-from vision.config import PretrainConfig
-from vision.linear import LinearConfig, linear_evaluation, step_decay
-from vision.train import pretrain
+from mitool.vision import checkpoint as checkpoints
+from mitool.vision.config import PretrainConfig
+from mitool.vision.linear import LinearConfig, linear_evaluation, step_decay
+from mitool.vision.train import pretrain
 
 
 def test_step_decay_divides_by_ten_at_each_milestone() -> None:

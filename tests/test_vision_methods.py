@@ -12,13 +12,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from mitool import bounds
-from vision.backbones import SplitBatchNorm2d, build_backbone
-from vision.common import check_bound, momentum_update
-from vision.config import PretrainConfig, build_method, resolve_defaults
-from vision.data import SyntheticImages
-from vision.moco import MoCo
-from vision.simclr import in_batch_scores
-from vision.simo import SiMo, sample_negative_indices
+from mitool.vision.backbones import SplitBatchNorm2d, build_backbone
+from mitool.vision.common import check_bound, momentum_update
+from mitool.vision.config import PretrainConfig, build_method, resolve_defaults
+from mitool.vision.data import SyntheticImages
+from mitool.vision.moco import MoCo
+from mitool.vision.simclr import in_batch_scores
+from mitool.vision.simo import SiMo, sample_negative_indices
 
 CPU = torch.device("cpu")
 

@@ -10,12 +10,12 @@ import os
 import pytest
 import torch
 
-import vision.config
 from mitool import bounds
 from mitool.bounds import BoundResult
-from vision import checkpoint as checkpoints
-from vision.config import PretrainConfig
-from vision.train import TrainingDiverged, learning_rate, pretrain
+from mitool.vision import checkpoint as checkpoints
+from mitool.vision import config as vision_config
+from mitool.vision.config import PretrainConfig
+from mitool.vision.train import TrainingDiverged, learning_rate, pretrain
 
 
 def _config(out, method: str = "moco", **options) -> PretrainConfig:
@@ -139,7 +139,7 @@ def test_nan_loss_stops_the_run_naming_the_step_and_keeps_the_last_checkpoint(tm
 
         return bound
 
-    monkeypatch.setattr(vision.config, "bound_for", poisoned_bound)
+    monkeypatch.setattr(vision_config, "bound_for", poisoned_bound)
     out = tmp_path / "run"
     with pytest.raises(TrainingDiverged, match=r"loss is nan at step 3 .*last good checkpoint: .*\(step 2\)"):
         pretrain(_config(out, "simclr", max_steps=6, checkpoint_every=2, knn_every=0), progress=False)
@@ -185,7 +185,7 @@ def test_a_finished_run_is_not_overwritten(tmp_path) -> None:
 
 
 def test_resume_drops_a_metrics_line_cut_short_by_a_crash(tmp_path) -> None:
-    from vision.train import _metrics_up_to
+    from mitool.vision.train import _metrics_up_to
 
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 10, "loss": 1.5}\n{"step": 20, "loss": 1.2}\n{"step": 30, "lo')

@@ -37,8 +37,8 @@ from torch import Tensor, nn
 from torch.func import vmap
 
 from mitool import bounds, critics, tasks
-from toy.config import RunSpec, ToySettings, critic_options
-from toy.stacked import StackedCritic
+from mitool.toy.config import RunSpec, ToySettings, critic_options
+from mitool.toy.stacked import StackedCritic
 
 __all__ = ["RunRecord", "group_key", "make_run_critic", "train_sequential", "train_vectorised"]
 

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from mitool import bounds, critics
-from toy.config import DEFAULT_ALPHA, check_alpha, check_critic, check_estimator
+from mitool.toy.config import DEFAULT_ALPHA, check_alpha, check_critic, check_estimator
 
 __all__ = ["EstimateResult", "estimate_mi", "load_samples"]
 

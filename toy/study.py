@@ -1,7 +1,7 @@
 """The toy MI study: cells of runs, their summary statistics, resumable sweeps shared by ranks.
 
 A *cell* is one critic and one K: every requested bound, EqCo's alpha and every seed at that K are
-trained together as one batched model (:func:`toy.batched.train_vectorised`). A cell writes
+trained together as one batched model (:func:`mitool.toy.batched.train_vectorised`). A cell writes
 
 * ``curves.csv``: run, estimator, critic, negatives, alpha, seed, step, true_mi, estimate;
 * ``summary.csv``: one row per (estimator, critic, negatives, alpha, true_mi), see :func:`summarize`;
@@ -29,9 +29,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from toy.batched import ProgressCallback, RunRecord, train_vectorised
-from toy.config import RunSpec, ToySettings, check_alpha, check_critic, check_estimator, check_negatives
-from toy.files import atomic_write_json, read_csv, write_csv
+from mitool.toy.batched import ProgressCallback, RunRecord, train_vectorised
+from mitool.toy.config import (
+    RunSpec,
+    ToySettings,
+    check_alpha,
+    check_critic,
+    check_estimator,
+    check_negatives,
+)
+from mitool.toy.files import atomic_write_json, read_csv, write_csv
 
 __all__ = [
     "CURVE_COLUMNS",

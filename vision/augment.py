@@ -17,7 +17,7 @@ Grayscale datasets (1 channel, e.g. Fashion-MNIST): saturation and hue have no m
 channel and grayscale conversion is the identity, so the jitter keeps only brightness and
 contrast and the grayscale step is left out; the views keep 1 channel (a model wanting 3 repeats
 it). The same :class:`AugmentSettings` drive the batched device version in
-:mod:`vision.gpu_augment`.
+:mod:`mitool.vision.gpu_augment`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 from torchvision.transforms import v2
 
-from vision.data import DatasetInfo
+from mitool.vision.data import DatasetInfo
 
 __all__ = [
     "AugmentSettings",

@@ -28,11 +28,11 @@ import torch
 from torch import nn
 
 from mitool import bounds
-from vision import distributed
-from vision.backbones import ARCHITECTURES, build_backbone, split_batch_norm
-from vision.moco import MoCo
-from vision.simclr import SimCLR
-from vision.simo import SiMo
+from mitool.vision import distributed
+from mitool.vision.backbones import ARCHITECTURES, build_backbone, split_batch_norm
+from mitool.vision.moco import MoCo
+from mitool.vision.simclr import SimCLR
+from mitool.vision.simo import SiMo
 
 __all__ = [
     "LOSSES",
@@ -50,7 +50,7 @@ PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
 BN_MODES: tuple[str, ...] = ("shuffle", "sync")
 GPU_AUGMENT_MODES: tuple[str, ...] = ("off", "decode", "jpeg")
 """Where the two views are made: "off" in the loader workers (torchvision on the CPU); "decode"
-workers decode, the views are made on the run's device (:mod:`vision.gpu_augment`); "jpeg" workers
+workers decode, the views are made on the run's device (:mod:`mitool.vision.gpu_augment`); "jpeg" workers
 read the JPEG bytes, decoded and augmented on the device (imagefolder only)."""
 
 METHOD_DEFAULTS: dict[str, dict[str, object]] = {

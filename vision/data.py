@@ -160,7 +160,7 @@ class UnreadableImage(NamedTuple):
 
 class EncodedImage(NamedTuple):
     """An image handed over undecoded, for batched decoding on the device
-    (:func:`vision.gpu_augment.decode_on_device`).
+    (:func:`mitool.vision.gpu_augment.decode_on_device`).
 
     data: 1-D uint8 tensor, the file's bytes (JPEG), or a decoded (C, H, W) uint8 tensor for
         formats the device decoder does not read (PNG is decoded in the worker).
@@ -525,7 +525,7 @@ def collate_skipping_unreadable(items: Sequence[tuple[Any, int]]) -> tuple[Any, 
     inputs: a stacked tensor (N, ...), a tuple of stacked tensors for two-view items, a list of
         tensors when they differ in shape (decoded images for the device path), or the list
         of :class:`EncodedImage` items (sizes may differ; decode them with
-        :func:`vision.gpu_augment.decode_on_device`); ``None`` when every item was unreadable.
+        :func:`mitool.vision.gpu_augment.decode_on_device`); ``None`` when every item was unreadable.
     labels: int64 tensor (N,). skipped: the names of the unreadable items.
     """
     skipped = [item[0].name for item in items if isinstance(item[0], UnreadableImage)]

@@ -14,11 +14,11 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, Subset
 
-from vision import checkpoint as checkpoints
-from vision.augment import eval_transform
-from vision.backbones import build_backbone
-from vision.data import DatasetInfo, SkippedImages, dataset_info, load_dataset, make_loader
-from vision.knn import extract_features, knn_accuracy
+from mitool.vision import checkpoint as checkpoints
+from mitool.vision.augment import eval_transform
+from mitool.vision.backbones import build_backbone
+from mitool.vision.data import DatasetInfo, SkippedImages, dataset_info, load_dataset, make_loader
+from mitool.vision.knn import extract_features, knn_accuracy
 
 __all__ = ["evaluate_knn", "load_backbone", "spread_subset"]
 

@@ -26,12 +26,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchvision.transforms import v2
 
-from vision import checkpoint as checkpoints
-from vision.augment import eval_transform
-from vision.data import load_dataset, make_loader
-from vision.evaluate import load_backbone
-from vision.knn import extract_features
-from vision.progress import Progress
+from mitool.vision import checkpoint as checkpoints
+from mitool.vision.augment import eval_transform
+from mitool.vision.data import load_dataset, make_loader
+from mitool.vision.evaluate import load_backbone
+from mitool.vision.knn import extract_features
+from mitool.vision.progress import Progress
 
 __all__ = ["LinearConfig", "linear_evaluation"]
 

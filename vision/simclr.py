@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mitool.bounds import BoundResult
-from vision import distributed
+from mitool.vision import distributed
 
 __all__ = ["SimCLR", "in_batch_scores"]
 

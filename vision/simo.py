@@ -37,8 +37,8 @@ from torch import Tensor, nn
 
 from mitool.bounds import BoundResult
 from mitool.fused import contrastive_bound
-from vision import distributed
-from vision.common import check_bound, momentum_update
+from mitool.vision import distributed
+from mitool.vision.common import check_bound, momentum_update
 
 __all__ = ["SiMo", "sample_negative_indices"]
 

@@ -12,12 +12,12 @@ upcasts its scores to float32), in channels_last layout; ``compile`` wraps the m
 torch.compile.
 
 Every ``checkpoint_every`` steps and at each epoch end, OUT/checkpoint.pt is rewritten
-atomically (see :mod:`vision.checkpoint`) with: the model (query encoder, momentum encoder and the
+atomically (see :mod:`mitool.vision.checkpoint`) with: the model (query encoder, momentum encoder and the
 queue, whichever the method has), the optimizer, the schedule, the gradient scaler, the epoch and
 step, the position in the epoch's data order (seed, epoch, batches done), the RNG states of
 torch (CPU and CUDA), numpy and Python, and the config. ``resume`` reloads all of it, replays the
 data loader to the saved position (the order and the augmentation seeds are functions of
-(seed, epoch, rank), :func:`vision.data.augmentation_seed`), then restores the RNG states: on one
+(seed, epoch, rank), :func:`mitool.vision.data.augmentation_seed`), then restores the RNG states: on one
 process the parameters after N + resume + M steps equal those after N + M steps in one go. Under
 DDP every rank restores rank 0's RNG states (the global generator is the same on every rank; each
 rank's augmentations come from its own stream).
@@ -50,14 +50,14 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-from vision import checkpoint as checkpoints
-from vision import distributed
-from vision.augment import two_view_transform
-from vision.config import PretrainConfig, build_method, resolve_defaults
-from vision.data import SkippedImages, dataset_info, load_dataset, make_loader
-from vision.evaluate import evaluate_knn
-from vision.gpu_augment import GPUTwoViewAugment, loader_options
-from vision.progress import Progress
+from mitool.vision import checkpoint as checkpoints
+from mitool.vision import distributed
+from mitool.vision.augment import two_view_transform
+from mitool.vision.config import PretrainConfig, build_method, resolve_defaults
+from mitool.vision.data import SkippedImages, dataset_info, load_dataset, make_loader
+from mitool.vision.evaluate import evaluate_knn
+from mitool.vision.gpu_augment import GPUTwoViewAugment, loader_options
+from mitool.vision.progress import Progress
 
 __all__ = ["StepResult", "TrainingDiverged", "learning_rate", "pretrain", "training_step"]
 
