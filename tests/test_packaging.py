@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -16,6 +17,12 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def wheel_files(tmp_path_factory) -> dict[str, bytes]:
     out = tmp_path_factory.mktemp("wheel")
+    # built from a copy: setuptools leaves build/ and *.egg-info in the folder it builds
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for folder in ("mitool", "toy", "vision", "cli"):
+        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
     command = [
         sys.executable,
         "-m",
@@ -27,7 +34,7 @@ def wheel_files(tmp_path_factory) -> dict[str, bytes]:
         "-w",
         str(out),
     ]
-    completed = subprocess.run([*command, str(ROOT)], capture_output=True, text=True, timeout=300)
+    completed = subprocess.run([*command, str(source)], capture_output=True, text=True, timeout=300)
     if completed.returncode != 0:
         pytest.fail(f"pip wheel failed: {completed.stderr[-2000:]}")
     (wheel,) = out.glob("mitool-*.whl")
