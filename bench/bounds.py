@@ -309,7 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     threads = set_threads_to_free_cores()
     dtype = DTYPES[args.dtype]
     candidates_count = 1 + 2 * len(BOUNDS) + (2 if device.type == "cuda" else 1)
-    progress = Progress(len(shapes) * candidates_count * args.rounds, "bench/bounds.py", args.quiet)
+    progress = Progress(
+        len(shapes) * candidates_count * args.rounds, "bench/bounds.py", enabled=not args.quiet
+    )
     records = [
         measure_shape(b, k, d, device, dtype, args.rounds, args.chunk_size, progress) for b, k, d in shapes
     ]

@@ -74,30 +74,30 @@ def generate_jpegs(root: str, count: int, classes: int = 4, seed: int = 0, quiet
             class_dir = os.path.join(root, split, f"class_{index % classes}")
             os.makedirs(class_dir, exist_ok=True)
             tasks.append((os.path.join(class_dir, f"{index:06d}.jpg"), seed + (split == "val"), index))
-    progress = Progress(len(tasks), "generating JPEGs", quiet)
+    progress = Progress(len(tasks), "generating JPEGs", enabled=not quiet)
     processes = max(1, free_cores())
     if processes == 1:
         for task in tasks:
             _write_jpeg(task)
-            progress.step()
+            progress.update()
         return
     with multiprocessing.get_context("fork").Pool(processes) as pool:
         for _ in pool.imap_unordered(_write_jpeg, tasks, chunksize=16):
-            progress.step()
+            progress.update()
 
 
 def measure_loader(loader, consume, label: str, quiet: bool, device: torch.device) -> dict[str, float]:
     """Iterate ``loader`` once, calling ``consume(batch)`` on every batch; images/s over the whole
     epoch, from the start of the workers to the last batch consumed (so the workers' start-up and
     their filling of the prefetch queue count, as in training)."""
-    progress = Progress(len(loader), label, quiet)
+    progress = Progress(len(loader), label, enabled=not quiet)
     counted = 0
     synchronize(device)
     start = time.perf_counter()
     for batch in loader:
         consume(batch)
         counted += int(batch[1].shape[0])
-        progress.step()
+        progress.update()
     synchronize(device)
     elapsed = time.perf_counter() - start
     return {"images": counted, "seconds": elapsed, "images_per_second": counted / elapsed}

@@ -33,7 +33,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 
 import torch
@@ -41,6 +40,7 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from mitool.files import atomic_write_json  # noqa: E402
 from mitool.runtime import set_threads_to_free_cores  # noqa: E402
 from mitool.vision.backbones import build_backbone  # noqa: E402
 from mitool.vision.config import PretrainConfig, build_method, resolve_defaults  # noqa: E402
@@ -157,17 +157,6 @@ def _knn(backbone: nn.Module, arguments: argparse.Namespace) -> float:
     return result["knn_top1"]
 
 
-def _write_json(path: str, value: dict) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=".bench-", dir=directory)
-    with os.fdopen(handle, "w") as file:
-        json.dump(value, file, indent=2)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=25.0, help="wall time of each pretraining run")
@@ -204,7 +193,7 @@ def main() -> None:
     report: dict = {"settings": vars(arguments) | {"torch_threads": threads}}
     report["throughput_images_per_second"] = throughput(arguments, runs)
     if arguments.throughput_only:
-        _write_json(arguments.out, report)
+        atomic_write_json(arguments.out, report)
         print(json.dumps(report["throughput_images_per_second"], indent=2))
         return
 
@@ -258,9 +247,9 @@ def main() -> None:
                 f"{100 * pretrained_top1:.2f}% (random init {100 * random_top1:.2f}%)",
                 file=sys.stderr,
             )
-            _write_json(arguments.out, report)
+            atomic_write_json(arguments.out, report)
     report["total_minutes"] = round((time.time() - started) / 60, 1)
-    _write_json(arguments.out, report)
+    atomic_write_json(arguments.out, report)
     print(json.dumps({key: report[key] for key in ("raw_pixels_top1", "runs")}, indent=2))
 
 

@@ -14,8 +14,6 @@ import math
 import os
 import platform
 import statistics
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 
@@ -23,6 +21,9 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
+
+from mitool.files import atomic_write_text
+from mitool.progress import Progress
 
 __all__ = [
     "Progress",
@@ -120,7 +121,7 @@ def interleaved_ratios(
             samples[name].append(mine)
             ratios[name].append(mine / base)
             if progress is not None:
-                progress.step()
+                progress.update()
     result: dict[str, dict[str, float | list[float]]] = {
         "baseline": {"seconds": statistics.median(baseline_samples), "ratio": 1.0}
     }
@@ -214,38 +215,5 @@ def environment(device: torch.device) -> dict[str, object]:
 
 
 def write_json(path: str, data: object) -> None:
-    """Write ``data`` as JSON atomically: a temporary file in the same directory, then os.replace."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json.tmp")
-    try:
-        with os.fdopen(handle, "w") as output:
-            json.dump(data, output, indent=1)
-            output.write("\n")
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
-
-
-class Progress:
-    """A one-line progress printer on stderr with an ETA; silent when ``quiet``."""
-
-    def __init__(self, total: int, label: str, quiet: bool = False) -> None:
-        self.total = max(1, total)
-        self.label = label
-        self.quiet = quiet
-        self.done = 0
-        self.start = time.perf_counter()
-
-    def step(self, count: int = 1) -> None:
-        self.done += count
-        if self.quiet:
-            return
-        elapsed = time.perf_counter() - self.start
-        remaining = elapsed / self.done * (self.total - self.done) if self.done else 0.0
-        sys.stderr.write(f"\r{self.label}: {self.done}/{self.total}, ETA {remaining:5.0f} s ")
-        if self.done >= self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+    """Write ``data`` as JSON atomically (:func:`mitool.files.atomic_write_text`)."""
+    atomic_write_text(path, json.dumps(data, indent=1) + "\n")

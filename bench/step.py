@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         .contiguous(memory_format=torch.channels_last)
         for _ in range(2)
     )
-    progress = Progress(len(methods) * args.rounds, "bench/step.py", args.quiet)
+    progress = Progress(len(methods) * args.rounds, "bench/step.py", enabled=not args.quiet)
     records: dict[str, dict[str, object]] = {}
     errors: dict[str, str] = {}
     for method in methods:

@@ -27,10 +27,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mitool.files import atomic_write_json  # noqa: E402
 from mitool.runtime import set_threads_to_free_cores  # noqa: E402
 from mitool.toy.batched import train_sequential, train_vectorised  # noqa: E402
 from mitool.toy.config import RunSpec, ToySettings  # noqa: E402
-from mitool.toy.files import atomic_write_json  # noqa: E402
 
 
 def matmul_gflops(device: torch.device, size: int, repeats: int) -> float:

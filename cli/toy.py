@@ -16,6 +16,7 @@ from pathlib import Path
 
 import click
 
+from mitool.progress import Progress
 from mitool.runtime import set_threads_to_free_cores
 from mitool.toy import plots, study
 from mitool.toy.config import DEFAULT_ALPHA, DIVERGENCE_THRESHOLD, ESTIMATORS, ToySettings, parse_list
@@ -28,34 +29,14 @@ DEMO_NEGATIVES = "4,16,64,256,1024"
 DEMO_STEPS_PER_STAGE = 150
 
 
-class _Progress:
-    """A click progress bar on stderr fed with (steps done, latest estimate); silent when quiet."""
+def _reporter(bar: Progress) -> Callable[..., None]:
+    """The toy study's progress callback ``(steps done, latest mean estimate, note)`` drawn on ``bar``."""
 
-    def __init__(self, total: int, label: str, quiet: bool) -> None:
-        self.quiet = quiet or total <= 0
-        self.done = 0
-        self.bar = None
-        if not self.quiet:
-            self.bar = click.progressbar(
-                length=total,
-                label=label,
-                file=click.get_text_stream("stderr"),
-                show_eta=True,
-                show_percent=True,
-                item_show_func=lambda text: text,
-            )
-            self.bar.__enter__()
+    def report(done: int, estimate: float, note: str = "") -> None:
+        text = f"{note} mean estimate {estimate:.3f} nats".strip() if math.isfinite(estimate) else note
+        bar.set_done(done, text)
 
-    def __call__(self, done: int, estimate: float, note: str = "") -> None:
-        if self.bar is not None:
-            text = f"{note} mean estimate {estimate:.3f} nats".strip() if math.isfinite(estimate) else note
-            self.bar.update(max(0, done - self.done), text or None)
-        self.done = max(self.done, done)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
-            self.bar = None
+    return report
 
 
 def _log(message: str) -> None:
@@ -230,11 +211,8 @@ def run_command(critic: str, negatives: str, out: str, **values) -> None:
     grid = _grid(values, critic, negatives)
     _check_device(settings.device)
     out_path = Path(out)
-    progress = _Progress(settings.total_steps, "toy run", values["quiet"])
-    try:
-        study.run(out_path, grid, settings, progress=progress, log=_log)
-    finally:
-        progress.close()
+    with Progress(settings.total_steps, "toy run", enabled=not values["quiet"]) as bar:
+        study.run(out_path, grid, settings, progress=_reporter(bar), log=_log)
     written = plots.redraw(out_path)
     for path in [out_path / "curves.csv", out_path / "summary.csv", *written, out_path / "config.json"]:
         click.echo(f"wrote {path}")
@@ -243,17 +221,17 @@ def run_command(critic: str, negatives: str, out: str, **values) -> None:
 def _run_sweep(out: str, grid: study.Grid, settings: ToySettings, quiet: bool) -> None:
     _check_device(settings.device)
     out_path = Path(out)
-    holder: list[_Progress] = []
+    bars: list[Progress] = []
 
-    def factory(total: int) -> _Progress:
-        holder.append(_Progress(total, "toy sweep", quiet))
-        return holder[-1]
+    def factory(total: int) -> Callable[..., None]:
+        bars.append(Progress(total, "toy sweep", enabled=not quiet))
+        return _reporter(bars[-1])
 
     try:
         summary = study.sweep(out_path, grid, settings, progress_factory=factory, log=_log)
     finally:
-        for progress in holder:
-            progress.close()
+        for bar in bars:
+            bar.close()
     if summary is None:
         rank, world = study.distributed_rank()
         click.echo(f"rank {rank} of {world}: cells done; rank 0 writes {out_path / 'summary.csv'}")
@@ -407,11 +385,8 @@ def estimate(x_path: str, y_path: str, as_json: bool, quiet: bool, **options) ->
         raise ValueError(
             f"X and Y must have the same number of rows (samples), got {x.shape[0]} and {y.shape[0]}"
         )
-    progress = _Progress(options["steps"], f"training {options['estimator']} critic", quiet)
-    try:
-        result = estimate_mi(x, y, progress=progress, **options)
-    finally:
-        progress.close()
+    with Progress(options["steps"], f"training {options['estimator']} critic", enabled=not quiet) as bar:
+        result = estimate_mi(x, y, progress=_reporter(bar), **options)
     if as_json:
         click.echo(json.dumps(result.as_dict()))
     else:

@@ -21,31 +21,43 @@ negatives is taken once and combined with the positive by ``logaddexp``.
 
 Notation below: lse is log-sum-exp; means run over anchors i (and negatives k where written).
 
-Use ``get(name, **options)`` for a bound by name (``NAMES`` lists them), or call the functions.
+Use ``get(name, **options)`` for a bound by name, or call the functions. :data:`BOUNDS` is the one
+table of the bounds: for each name its function, options with their defaults and checks, whether it
+is in the InfoNCE family (and which of its forms), what its ``mi`` is, what training makes the
+critic converge to and which bounds may evaluate such a critic. Everything else in mitool (the
+fused paths, the toy study, the estimator, vision, the command line) reads it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from mitool import checks
+
 __all__ = [
+    "BOUNDS",
+    "CRITIC_OPTIMA",
+    "INFONCE_FAMILY",
     "NAMES",
+    "Bound",
+    "BoundOption",
     "BoundResult",
     "Mine",
     "dcl",
     "dclw",
     "dv",
     "eqco",
+    "evaluators_for",
+    "family_estimate",
     "from_negative_logsumexp",
     "get",
     "infonce",
-    "infonce_family_estimate",
     "js",
     "mine",
     "nwj",
@@ -78,7 +90,9 @@ class BoundResult:
 def _check_scores(pos: Tensor, neg: Tensor) -> tuple[Tensor, Tensor]:
     """Validate shapes and dtypes; return both as float32 (no copy when already float32)."""
     if not isinstance(pos, Tensor) or not isinstance(neg, Tensor):
-        raise ValueError("pos and neg must be torch tensors")
+        raise ValueError(
+            f"pos and neg must be torch tensors, got {type(pos).__name__} and {type(neg).__name__}"
+        )
     if pos.dim() != 1:
         raise ValueError(f"pos must have shape (B,), got shape {tuple(pos.shape)}")
     if neg.dim() != 2:
@@ -94,14 +108,6 @@ def _check_scores(pos: Tensor, neg: Tensor) -> tuple[Tensor, Tensor]:
     if not (pos.is_floating_point() and neg.is_floating_point()):
         raise ValueError(f"pos and neg must be floating point, got {pos.dtype} and {neg.dtype}")
     return pos.float(), neg.float()
-
-
-def _check_positive(name: str, value: float) -> float:
-    if isinstance(value, Tensor):
-        value = float(value)
-    if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
 
 
 def _log_mean_exp(scores: Tensor) -> Tensor:
@@ -174,7 +180,7 @@ def infonce(pos: Tensor, neg: Tensor) -> BoundResult:
     the true MI. Shapes: pos (B,), neg (B, K); loss and mi are scalars.
     """
     pos, neg = _check_scores(pos, neg)
-    return _from_negative_logsumexp("infonce", pos, _row_logsumexp(neg), neg.shape[1])
+    return _family("coupled", pos, _row_logsumexp(neg), neg.shape[1], weight=neg.shape[1])
 
 
 def eqco(pos: Tensor, neg: Tensor, alpha: float) -> BoundResult:
@@ -192,9 +198,9 @@ def eqco(pos: Tensor, neg: Tensor, alpha: float) -> BoundResult:
     estimate, not a strict bound (it is the InfoNCE bound only when alpha = K, where the two
     functions are identical). Shapes: pos (B,), neg (B, K); loss and mi are scalars.
     """
-    alpha = _check_positive("alpha", alpha)
+    alpha = checks.positive("alpha", alpha)
     pos, neg = _check_scores(pos, neg)
-    return _from_negative_logsumexp("eqco", pos, _row_logsumexp(neg), neg.shape[1], alpha=alpha)
+    return _family("coupled", pos, _row_logsumexp(neg), neg.shape[1], weight=alpha)
 
 
 def dcl(pos: Tensor, neg: Tensor) -> BoundResult:
@@ -210,7 +216,7 @@ def dcl(pos: Tensor, neg: Tensor) -> BoundResult:
     the multiplier DCL removes. Shapes: pos (B,), neg (B, K); loss and mi are scalars.
     """
     pos, neg = _check_scores(pos, neg)
-    return _from_negative_logsumexp("dcl", pos, _row_logsumexp(neg), neg.shape[1])
+    return _family("decoupled", pos, _row_logsumexp(neg), neg.shape[1])
 
 
 def dclw(pos: Tensor, neg: Tensor, sigma: float = 0.5, temperature: float = 1.0) -> BoundResult:
@@ -225,55 +231,63 @@ def dclw(pos: Tensor, neg: Tensor, sigma: float = 0.5, temperature: float = 1.0)
     hard ones above. The weight is treated as a constant (no gradient flows through it).
     ``mi`` is the DCL estimate (not a bound). Shapes: pos (B,), neg (B, K); scalars out.
     """
-    sigma = _check_positive("sigma", sigma)
-    temperature = _check_positive("temperature", temperature)
+    sigma = checks.positive("sigma", sigma)
+    temperature = checks.positive("temperature", temperature)
     pos, neg = _check_scores(pos, neg)
-    neg_lse = _row_logsumexp(neg)
-    return _from_negative_logsumexp("dclw", pos, neg_lse, neg.shape[1], sigma=sigma, temperature=temperature)
+    return _family("weighted", pos, _row_logsumexp(neg), neg.shape[1], sigma=sigma, temperature=temperature)
 
 
-def infonce_family_estimate(
-    name: str, loss: Tensor | None, decoupled_mean: Tensor | None, num_negatives: int, alpha: float | None
+FORMS: tuple[str, ...] = ("coupled", "decoupled", "weighted")
+"""The three forms of the InfoNCE family, by how the positive enters the loss (see :func:`_family`)."""
+
+
+def family_estimate(
+    form: str, loss: Tensor | None, decoupled_mean: Tensor | None, num_negatives: int, weight: float
 ) -> Tensor:
     """The MI estimate (nats) of a bound of the InfoNCE family from its batch means:
 
-        infonce, eqco:  log(w + 1) - loss              w = K (infonce) or alpha (eqco): capped at log(w + 1)
-        dcl, dclw:      log K - mean_i(lse_i - pos_i)   DCL's estimate (dclw reports DCL's, unweighted)
+        coupled (infonce, eqco):           log(w + 1) - loss, capped at log(w + 1)
+        decoupled, weighted (dcl, dclw):   log K - mean_i(lse_i - pos_i), DCL's (dclw: unweighted)
 
-    ``loss`` is needed for infonce and eqco, ``decoupled_mean`` = mean_i(lse_i - pos_i) for dcl and dclw.
+    with w = K (infonce) or alpha (eqco).
+
+    ``loss`` is needed for the coupled form, ``decoupled_mean`` = mean_i(lse_i - pos_i) for the others.
     """
-    if name in ("infonce", "eqco"):
-        weight = float(num_negatives) if alpha is None else alpha
+    if form == "coupled":
         return math.log(weight + 1) - loss
     return math.log(num_negatives) - decoupled_mean
 
 
-def _from_negative_logsumexp(
-    name: str,
+def _family(
+    form: str,
     pos: Tensor,
     neg_lse: Tensor,
     num_negatives: int,
-    alpha: float | None = None,
+    weight: float = 1.0,
     sigma: float = 0.5,
     temperature: float = 1.0,
 ) -> BoundResult:
-    """The one place where the InfoNCE family's formulas are written (arguments already checked)."""
-    if name in ("infonce", "eqco"):
-        weight = float(num_negatives) if alpha is None else alpha
+    """The one place where the InfoNCE family's formulas are written (arguments already checked):
+    lse_i = log sum_k e^{neg_ik}, w the negatives' weight (K for infonce, alpha for eqco),
+
+        coupled:    loss = mean_i [log(e^{pos_i} + (w / K) e^{lse_i}) - pos_i]
+        decoupled:  loss = mean_i [lse_i - pos_i]
+        weighted:   loss = mean_i [lse_i - v_i pos_i],  v = 2 - B softmax(pos * temperature / sigma) detached
+    """
+    if form == "coupled":
         log_weight = 0.0 if weight == num_negatives else math.log(weight / num_negatives)
         per_anchor = torch.logaddexp(pos, neg_lse + log_weight) - pos
         loss = per_anchor.mean()
         # q_B = 1 - e^{pos} / (e^{pos} + w sum_k e^{neg_k}) = 1 - exp(-per_anchor)
         npc = (-torch.expm1(-per_anchor.detach())).mean()
-        mi = infonce_family_estimate(name, loss, None, num_negatives, alpha)
-        return BoundResult(loss=loss, mi=mi, npc=npc)
+        return BoundResult(loss=loss, mi=family_estimate(form, loss, None, num_negatives, weight), npc=npc)
     decoupled = neg_lse - pos
-    mi = infonce_family_estimate(name, None, decoupled.mean(), num_negatives, alpha)
+    mi = family_estimate(form, None, decoupled.mean(), num_negatives, weight)
     npc = torch.sigmoid(decoupled.detach()).mean()  # InfoNCE's q_B at the same scores
-    if name == "dcl":
+    if form == "decoupled":
         return BoundResult(loss=decoupled.mean(), mi=mi, npc=npc)
-    weight = 2.0 - pos.shape[0] * torch.softmax(pos.detach() * (temperature / sigma), dim=0)
-    return BoundResult(loss=(neg_lse - weight * pos).mean(), mi=mi, npc=npc)
+    positive_weight = 2.0 - pos.shape[0] * torch.softmax(pos.detach() * (temperature / sigma), dim=0)
+    return BoundResult(loss=(neg_lse - positive_weight * pos).mean(), mi=mi, npc=npc)
 
 
 def from_negative_logsumexp(
@@ -288,18 +302,18 @@ def from_negative_logsumexp(
     :data:`INFONCE_FAMILY`; pos and neg_lse have shape (B,); num_negatives is K >= 1; options as
     for :func:`get` (alpha for eqco; sigma and temperature for dclw).
     """
-    if name not in INFONCE_FAMILY:
-        raise ValueError(f"name must be one of {', '.join(INFONCE_FAMILY)}, got {name!r}")
-    if isinstance(num_negatives, bool) or not isinstance(num_negatives, int) or num_negatives < 1:
-        raise ValueError(f"num_negatives (K) must be an integer >= 1, got {num_negatives!r}")
+    checks.choice("name", name, INFONCE_FAMILY)
+    bound = BOUNDS[name]
+    checks.whole_number("num_negatives", num_negatives, 1)
     if not isinstance(neg_lse, Tensor) or neg_lse.dim() != 1:
         raise ValueError(
             f"neg_lse must be a tensor of shape (B,), got {getattr(neg_lse, 'shape', neg_lse)!r}"
         )
     pos, neg_lse_column = _check_scores(pos, neg_lse.unsqueeze(1))
-    return _from_negative_logsumexp(
-        name, pos, neg_lse_column.squeeze(1), num_negatives, **_check_options(name, options)
-    )
+    options = bound.check_options(options)
+    weight = bound.negatives_weight(num_negatives, options)
+    extra = {key: options[key] for key in ("sigma", "temperature") if key in options}
+    return _family(bound.form, pos, neg_lse_column.squeeze(1), num_negatives, weight, **extra)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -337,11 +351,8 @@ def dv(pos: Tensor, neg: Tensor) -> BoundResult:
     return BoundResult(loss=-mi, mi=mi)
 
 
-def _check_rate(rate: float) -> float:
-    rate = _check_positive("rate", rate)
-    if rate > 1:
-        raise ValueError(f"rate must be in (0, 1], got {rate}")
-    return rate
+def _check_rate(parameter: str, rate: float) -> float:
+    return checks.number(parameter, rate, above=0.0, maximum=1.0)
 
 
 def mine(
@@ -363,7 +374,7 @@ def mine(
     overflow). Works under torch.func.vmap with one average per mapped run. :class:`Mine` holds
     the average for you.
     """
-    rate = _check_rate(rate)
+    rate = _check_rate("rate", rate)
     pos, neg = _check_scores(pos, neg)
     log_mean = _log_mean_exp(neg)
     batch_log_mean = log_mean.detach()
@@ -391,7 +402,7 @@ class Mine:
     """
 
     def __init__(self, rate: float = 0.01) -> None:
-        self.rate = _check_rate(rate)
+        self.rate = _check_rate("rate", rate)
         self.log_average: Tensor | None = None
 
     def reset(self) -> None:
@@ -432,7 +443,7 @@ def smile(pos: Tensor, neg: Tensor, clip: float = 5.0) -> BoundResult:
     Clipping trades a small bias for a variance bounded in terms of e^{clip}; it is an estimate,
     not a bound. As clip goes to infinity it becomes :func:`dv`. Shapes: (B,), (B, K) -> scalars.
     """
-    clip = _check_positive("clip", clip)
+    clip = checks.positive("clip", clip)
     pos, neg = _check_scores(pos, neg)
     loss = F.softplus(-pos).mean() + F.softplus(neg).mean()
     mi = pos.mean() - _log_mean_exp(neg.clamp(-clip, clip))
@@ -440,70 +451,214 @@ def smile(pos: Tensor, neg: Tensor, clip: float = 5.0) -> BoundResult:
 
 
 # ----------------------------------------------------------------------------------------------
-# registry
+# the table of bounds: every name, option and default of a bound is written here and only here
 
-_FUNCTIONS: dict[str, Callable[..., BoundResult]] = {
-    "infonce": infonce,
-    "eqco": eqco,
-    "dcl": dcl,
-    "dclw": dclw,
-    "nwj": nwj,
-    "dv": dv,
-    "mine": Mine,
-    "js": js,
-    "smile": smile,
+CRITIC_OPTIMA: dict[str, str] = {
+    "per-anchor shift": "log p(y|x)/p(y) + c(x), any function c of the anchor",
+    "constant shift": "log p(y|x)/p(y) + c, any constant c",
+    "plus one": "1 + log p(y|x)/p(y)",
+    "exact": "log p(y|x)/p(y)",
 }
-_OPTIONS: dict[str, tuple[str, ...]] = {
-    "infonce": (),
-    "eqco": ("alpha",),
-    "dcl": (),
-    "dclw": ("sigma", "temperature"),
-    "nwj": (),
-    "dv": (),
-    "mine": ("rate",),
-    "js": (),
-    "smile": ("clip",),
-}
-NAMES: tuple[str, ...] = tuple(_FUNCTIONS)
+"""What training with a bound makes an unrestricted critic converge to (the keys are the values of
+:attr:`Bound.critic_optimum`)."""
+
+
+@dataclass(frozen=True)
+class BoundOption:
+    """An option of a bound: its name, default (None: it must be given), check and meaning.
+    ``score_temperature``: the contrastive methods (:mod:`mitool.fused`, :mod:`mitool.vision`) set
+    it to the temperature of their scores rather than taking it from the user."""
+
+    name: str
+    default: float | None
+    meaning: str
+    check: Callable[[str, object], float] = checks.positive
+    score_temperature: bool = False
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One row of :data:`BOUNDS`.
+
+    name: the bound's name. function: ``function(pos, neg, **options) -> BoundResult`` (for mine
+    the class :class:`Mine`, which holds the moving average; the pure form is :func:`mine`).
+    summary: one line for help texts. estimate: what ``mi`` is (bound or estimate, its ceiling).
+    options: its :class:`BoundOption` s. form: for the InfoNCE family "coupled", "decoupled" or
+    "weighted" (how the positive enters, see :data:`FORMS`; what the fused paths compute), None for
+    the other bounds. weight_option: the coupled form's option that replaces K as the negatives'
+    weight (eqco's alpha); K when None. critic_optimum: a key of :data:`CRITIC_OPTIMA`, where
+    training with this bound drives the critic. tight_for: the critic optima at which this bound's
+    ``mi`` equals the MI (up to sampling and its ceiling): a critic trained with bound A should be
+    evaluated with a bound B whose tight_for holds A's critic_optimum (:func:`evaluators_for`).
+    stateful: its ``get`` object carries state between calls (MINE's moving average).
+    """
+
+    name: str
+    function: Callable[..., BoundResult]
+    summary: str
+    estimate: str
+    critic_optimum: str
+    tight_for: tuple[str, ...]
+    options: tuple[BoundOption, ...] = ()
+    form: str | None = None
+    weight_option: str | None = None
+    stateful: bool = False
+
+    @property
+    def infonce_family(self) -> bool:
+        """Built from a log-sum-exp over the negatives (the contrastive losses of vision)."""
+        return self.form is not None
+
+    @property
+    def option_names(self) -> tuple[str, ...]:
+        return tuple(option.name for option in self.options)
+
+    def check_options(self, given: Mapping[str, object]) -> dict[str, float]:
+        """The bound's options: those ``given`` (None counts as not given) checked, the others at
+        their defaults. ValueError for an option the bound does not take or a required one missing."""
+        given = {key: value for key, value in given.items() if value is not None}
+        unknown = sorted(set(given) - set(self.option_names))
+        if unknown:
+            accepted = ", ".join(self.option_names) or "none"
+            raise checks.ParameterError(
+                unknown[0], f"is not an option of bound {self.name!r} (its options: {accepted})"
+            )
+        return self.pick_options(given)
+
+    def pick_options(self, settings: Mapping[str, object]) -> dict[str, float]:
+        """The bound's options taken from ``settings``, a mapping that may hold other settings too
+        (a run's alpha, sigma, clip, ...): each option present and not None is checked, the others
+        take their defaults. ValueError when a required option (eqco's alpha) is missing."""
+        options = {}
+        for option in self.options:
+            value = settings.get(option.name)
+            if value is None:
+                if option.default is None:
+                    raise checks.ParameterError(
+                        option.name, f"must be given for bound {self.name!r} ({option.meaning})"
+                    )
+                value = option.default
+            options[option.name] = option.check(option.name, value)
+        return options
+
+    def negatives_weight(self, num_negatives: int, options: Mapping[str, float]) -> float:
+        """w of the coupled form: K, or the option named by :attr:`weight_option` (eqco's alpha)."""
+        return float(options[self.weight_option]) if self.weight_option else float(num_negatives)
+
+    def ceiling(self, num_negatives: int, options: Mapping[str, float] | None = None) -> float | None:
+        """The largest value ``mi`` can take: log(w + 1) for the coupled form (w = K, or alpha for
+        eqco); None for bounds without a ceiling."""
+        if self.form != "coupled":
+            return None
+        return math.log(self.negatives_weight(num_negatives, self.check_options(options or {})) + 1.0)
+
+
+_ANY_OPTIMUM = tuple(CRITIC_OPTIMA)
+_UP_TO_A_CONSTANT = ("constant shift", "plus one", "exact")
+
+BOUNDS: dict[str, Bound] = {
+    bound.name: bound
+    for bound in (
+        Bound(
+            "infonce", infonce, "InfoNCE (CPC), the contrastive lower bound",
+            "a lower bound, capped at log(K + 1)", "per-anchor shift", _ANY_OPTIMUM, form="coupled",
+        ),
+        Bound(
+            "eqco", eqco, "EqCo: InfoNCE with the negatives' weight alpha / K (Zhu et al. 2020)",
+            "an estimate steady in K, capped at log(alpha + 1)", "per-anchor shift", _ANY_OPTIMUM,
+            options=(BoundOption("alpha", None, "the fixed number of negatives the loss is calibrated to"),),
+            form="coupled", weight_option="alpha",
+        ),
+        Bound(
+            "dcl", dcl, "DCL: InfoNCE with the positive out of the denominator (Yeh et al. 2021)",
+            "an estimate, not capped; unbounded below with unbounded critics", "per-anchor shift",
+            _ANY_OPTIMUM, form="decoupled",
+        ),
+        Bound(
+            "dclw", dclw, "DCLW: DCL with the positive weighted by 2 - B softmax(pos / sigma)",
+            "DCL's estimate (unweighted)", "per-anchor shift", _ANY_OPTIMUM,
+            options=(
+                BoundOption("sigma", 0.5, "width of the positive's von Mises-Fisher weighting"),
+                BoundOption(
+                    "temperature", 1.0, "the temperature of the scores (pos * temperature = similarity)",
+                    score_temperature=True,
+                ),
+            ),
+            form="weighted",
+        ),
+        Bound(
+            "nwj", nwj, "NWJ (f-MINE), tight at the critic 1 + log-ratio",
+            "a lower bound, not capped; variance grows like e^I", "plus one", ("plus one",),
+        ),
+        Bound(
+            "dv", dv, "Donsker-Varadhan with a sample mean inside the log",
+            "an estimate (biased upwards for small batches), not capped", "constant shift",
+            _UP_TO_A_CONSTANT,
+        ),
+        Bound(
+            "mine", Mine, "MINE: the DV value with a moving-average corrected gradient",
+            "as dv", "constant shift", _UP_TO_A_CONSTANT,
+            options=(
+                BoundOption(
+                    "rate", 0.01, "the moving average's rate, in (0, 1]",
+                    check=lambda name, value: _check_rate(name, value),
+                ),
+            ),
+            stateful=True,
+        ),
+        Bound(
+            "js", js, "Jensen-Shannon training, evaluated with NWJ at the critic + 1",
+            "a lower bound, not capped; high variance at high MI", "exact", ("exact",),
+        ),
+        Bound(
+            "smile", smile, "SMILE: JS training, DV evaluation with clipped negative scores",
+            "an estimate with bounded variance, not capped", "exact", _UP_TO_A_CONSTANT,
+            options=(BoundOption("clip", 5.0, "the negative scores are clipped to [-clip, clip]"),),
+        ),
+    )
+}  # fmt: skip
+"""The table of bounds, by name."""
+
+NAMES: tuple[str, ...] = tuple(BOUNDS)
 """The names accepted by :func:`get`."""
 
-INFONCE_FAMILY: tuple[str, ...] = ("infonce", "eqco", "dcl", "dclw")
+INFONCE_FAMILY: tuple[str, ...] = tuple(name for name, bound in BOUNDS.items() if bound.infonce_family)
 """The bounds built from a log-sum-exp over the negatives (the contrastive losses of vision)."""
+
+
+def _bound(name: str) -> Bound:
+    return BOUNDS[checks.choice("name", name, NAMES)]
 
 
 def get(name: str, **options: float) -> Callable[[Tensor, Tensor], BoundResult]:
     """The bound called ``name`` (one of :data:`NAMES`) as a function ``(pos, neg) -> BoundResult``.
 
-    ``options`` fixes its parameters: ``alpha`` for eqco (required), ``sigma`` and ``temperature``
-    for dclw, ``clip`` for smile, ``rate`` for mine. Every call of ``get("mine")`` returns a new
-    :class:`Mine` with its own moving average. Options a bound does not take are ignored when
-    they are None and rejected otherwise.
+    ``options`` fixes its parameters (:data:`BOUNDS` lists them with their defaults): ``alpha``
+    for eqco (required), ``sigma`` and ``temperature`` for dclw, ``clip`` for smile, ``rate`` for
+    mine. Every call of ``get("mine")`` returns a new :class:`Mine` with its own moving average.
+    Options a bound does not take are ignored when they are None and rejected otherwise.
     """
-    given = _check_options(name, options)
-    function = _FUNCTIONS[name]
-    if name == "mine":
-        return Mine(**given)
-    if not given:
-        return function
+    bound = _bound(name)
+    options = bound.check_options(options)
+    if bound.stateful:
+        return bound.function(**options)
+    if not options:
+        return bound.function
 
-    def bound(pos: Tensor, neg: Tensor) -> BoundResult:
-        return function(pos, neg, **given)
+    def with_options(pos: Tensor, neg: Tensor) -> BoundResult:
+        return bound.function(pos, neg, **options)
 
-    bound.__name__ = name
-    bound.__doc__ = function.__doc__
-    return bound
+    with_options.__name__ = name
+    with_options.__doc__ = bound.function.__doc__
+    return with_options
 
 
-def _check_options(name: str, options: dict[str, float | None]) -> dict[str, float]:
-    """The options of bound ``name`` that are not None, checked (known, > 0, alpha for eqco)."""
-    if name not in _FUNCTIONS:
-        raise ValueError(f"unknown bound {name!r}; valid names: {', '.join(NAMES)}")
-    allowed = _OPTIONS[name]
-    given = {key: value for key, value in options.items() if value is not None}
-    unknown = sorted(set(given) - set(allowed))
-    if unknown:
-        accepted = ", ".join(allowed) if allowed else "none"
-        raise ValueError(f"bound {name!r} takes no option {', '.join(unknown)}; its options: {accepted}")
-    if name == "eqco" and "alpha" not in given:
-        raise ValueError("bound 'eqco' needs alpha (> 0), e.g. get('eqco', alpha=256)")
-    return {key: _check_positive(key, value) for key, value in given.items()}
+def evaluators_for(trained_with: str) -> tuple[str, ...]:
+    """The bounds whose ``mi`` is tight at the critic that training with ``trained_with`` converges
+    to: a critic trained with infonce (optimal only up to a function of the anchor) is scored with
+    the InfoNCE family; one trained with js (the log-ratio itself) also with dv, smile and js
+    (NWJ at f + 1), not with nwj, which needs the critic 1 + log-ratio. A bound outside this list
+    still gives a valid number where it is a lower bound, but a loose one (nwj on an
+    InfoNCE-trained critic can be -1e19)."""
+    optimum = _bound(trained_with).critic_optimum
+    return tuple(name for name, bound in BOUNDS.items() if optimum in bound.tight_for)

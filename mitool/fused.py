@@ -44,7 +44,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from mitool import bounds, fused_triton
+from mitool import bounds, checks, fused_triton
 from mitool.bounds import BoundResult
 
 __all__ = [
@@ -81,8 +81,6 @@ def default_chunk_size(batch: int, num_negatives: int, device: torch.device) -> 
 
 _SMALLEST_SAFE_WEIGHT = 1e-30
 """Below this a softmax weight has lost relative precision (float32 denormals start at 1.2e-38)."""
-
-FUSED_BOUNDS: tuple[str, ...] = bounds.INFONCE_FAMILY
 
 
 # ----------------------------------------------------------------------------------------------
@@ -196,8 +194,7 @@ def chosen_backend(query: Tensor, negative_keys: Tensor, backend: str = "auto") 
     """The backend :func:`contrastive_bound` uses for these embeddings, "triton" or "torch":
     "auto" picks the kernels on a CUDA device where they apply (shared negatives, d <= 256).
     ValueError for an unknown name, or "triton" where the kernels do not apply."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    checks.choice("backend", backend, BACKENDS)
     kernels_apply = fused_triton.supports(query, negative_keys)
     if backend == "triton" and not kernels_apply:
         raise ValueError(
@@ -246,11 +243,10 @@ def contrastive_bound(
     negative_keys: Tensor,
     temperature: float,
     bound: str = "infonce",
-    alpha: float | None = None,
-    sigma: float = 0.5,
     chunk_size: int | None = None,
     recompute: bool = False,
     backend: str = "auto",
+    **options: float,
 ) -> BoundResult:
     """A bound of the InfoNCE family on the scores of embeddings, never building the (B, K) logits.
 
@@ -258,16 +254,18 @@ def contrastive_bound(
 
         pos = (query * positive_key).sum(1) / temperature                       # (B,)
         neg = query @ negative_keys.T / temperature      # (B, K); per query: einsum("bd,bkd->bk")
-        bounds.get(bound, alpha=alpha, ...)(pos, neg)
+        bounds.get(bound, **options)(pos, neg)
 
     query: (B, d) anchors q_i (usually L2-normalised); positive_key: (B, d) their positives k_i;
     negative_keys: (K, d) negatives shared by every query (MoCo's queue, the keys of a batch) or
     (B, K, d) negatives of each query. All three share one floating dtype (fp32, bf16, fp16) and
     device; gradients flow to each that requires them.
     temperature: tau > 0, the scores are similarities / tau.
-    bound: "infonce", "eqco" (needs ``alpha``: loss log(e^{pos} + (alpha/K) sum e^{neg}) - pos,
-    Zhu et al. 2020), "dcl" or "dclw" (Yeh et al. 2021; ``sigma`` is DCLW's weighting width, and
-    its weight uses pos * temperature / sigma = similarity / sigma).
+    bound: a name of :data:`mitool.bounds.INFONCE_FAMILY` ("infonce", "eqco", "dcl", "dclw");
+    options: its options from :data:`mitool.bounds.BOUNDS` (eqco needs ``alpha``: loss
+    log(e^{pos} + (alpha/K) sum e^{neg}) - pos, Zhu et al. 2020; dclw takes ``sigma``, its
+    weighting width). An option that the table marks ``score_temperature`` (dclw's temperature)
+    is ``temperature`` itself, so dclw's weight uses pos * temperature / sigma = similarity / sigma.
     backend: "auto" (default), "triton" or "torch", see :data:`BACKENDS`. The Triton kernels
     keep nothing of size (B, K) and recompute the scores tile by tile in the backward pass; the
     two options below belong to the "torch" backend:
@@ -281,32 +279,24 @@ def contrastive_bound(
     Scores are accumulated in float32 whatever the input dtype.
     """
     _check_embeddings(query, positive_key, negative_keys)
-    temperature = bounds._check_positive("temperature", temperature)
-    if bound not in FUSED_BOUNDS:
-        raise ValueError(f"bound must be one of {', '.join(FUSED_BOUNDS)}, got {bound!r}")
-    if bound == "eqco":
-        if alpha is None:
-            raise ValueError("bound 'eqco' needs alpha (> 0), e.g. alpha=256")
-        alpha = bounds._check_positive("alpha", alpha)
-    elif alpha is not None:
-        raise ValueError(f"alpha is an option of bound 'eqco' only, got alpha={alpha!r} with bound {bound!r}")
-    sigma = bounds._check_positive("sigma", sigma)
+    temperature = checks.positive("temperature", temperature)
+    entry = bounds.BOUNDS[checks.choice("bound", bound, bounds.INFONCE_FAMILY)]
+    tied = {option.name: temperature for option in entry.options if option.score_temperature}
+    options = entry.check_options({**options, **tied})
+    num_negatives = negative_keys.shape[-2]
     if chosen_backend(query, negative_keys, backend) == "triton":
-        num_negatives = negative_keys.shape[0]
-        weight = alpha if bound == "eqco" else float(num_negatives)
+        weight = entry.negatives_weight(num_negatives, options)
         totals = fused_triton.contrastive_totals(
-            query, positive_key, negative_keys, temperature, bound, weight, sigma
+            query, positive_key, negative_keys, temperature, entry.form, weight, options.get("sigma", 1.0)
         )
         loss = totals[0]
-        mi = bounds.infonce_family_estimate(bound, loss, totals[2], num_negatives, alpha)
+        mi = bounds.family_estimate(entry.form, loss, totals[2], num_negatives, weight)
         return BoundResult(loss=loss, mi=mi, npc=totals[1].detach())
     if chunk_size is None:
-        chunk_size = default_chunk_size(query.shape[0], negative_keys.shape[-2], query.device)
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
+        chunk_size = default_chunk_size(query.shape[0], num_negatives, query.device)
+    chunk_size = checks.whole_number("chunk_size", chunk_size, 1)
 
     scaled_query = query * (1.0 / temperature)
     pos = (scaled_query.float() * positive_key.float()).sum(dim=1)
     neg_lse = NegativeLogSumExp.apply(scaled_query, negative_keys, chunk_size, bool(recompute))
-    options = {"eqco": {"alpha": alpha}, "dclw": {"sigma": sigma, "temperature": temperature}}.get(bound, {})
-    return bounds.from_negative_logsumexp(bound, pos, neg_lse, negative_keys.shape[-2], **options)
+    return bounds.from_negative_logsumexp(bound, pos, neg_lse, num_negatives, **options)

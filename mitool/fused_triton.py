@@ -54,10 +54,12 @@ except ImportError:  # pragma: no cover - torch's CUDA builds ship triton; CPU-o
     triton = None
     tl = None
 
-__all__ = ["BOUND_CODES", "MAX_DIM", "available", "supports", "contrastive_totals"]
+__all__ = ["FORM_CODES", "MAX_DIM", "available", "supports", "contrastive_totals"]
 
-BOUND_CODES = {"infonce": 0, "eqco": 0, "dcl": 1, "dclw": 2}
-"""Kernel code of each bound: eqco is infonce with the negatives' weight alpha/K (see above)."""
+FORM_CODES = {"coupled": 0, "decoupled": 1, "weighted": 2}
+"""Kernel code of each form of the InfoNCE family (:data:`mitool.bounds.FORMS`; which bound has
+which form is the table :data:`mitool.bounds.BOUNDS`): infonce and eqco are the coupled form with
+the negatives' weight w = K or alpha."""
 
 MAX_DIM = 256
 """Largest embedding dimension d of the kernels (a whole row of q is held in registers)."""
@@ -142,7 +144,7 @@ if triton is not None:
     def _bound_totals(
         maxima, sums, positive_scores, logsumexp, derivatives, totals,
         rows, num_slices, log_weight_ratio, dclw_scale,
-        BOUND: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_SLICES: tl.constexpr,
+        FORM: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_SLICES: tl.constexpr,
     ):  # fmt: skip
         part = tl.arange(0, BLOCK_SLICES)
         lanes = tl.arange(0, BLOCK_ROWS)
@@ -150,7 +152,7 @@ if triton is not None:
         # and sum per lane, combined after the loop
         lane_max = tl.full([BLOCK_ROWS], float("-inf"), tl.float32)
         lane_sum = tl.zeros([BLOCK_ROWS], tl.float32)
-        if BOUND == 2:
+        if FORM == 2:
             for start in range(0, rows, BLOCK_ROWS):
                 row = start + lanes
                 scaled = tl.load(positive_scores + row, mask=row < rows, other=float("-inf")) * dclw_scale
@@ -174,7 +176,7 @@ if triton is not None:
             lse = top + tl.log(tl.sum(slice_sum * tl.exp(slice_max - top[:, None]), axis=1))
             positive = tl.load(positive_scores + row, mask=row_mask, other=0.0)
             decoupled = lse - positive
-            if BOUND == 0:
+            if FORM == 0:
                 z = decoupled + log_weight_ratio
                 per_anchor = tl.maximum(z, 0.0) + tl.log(1.0 + tl.exp(-tl.abs(z)))  # softplus(z)
                 coupling = 1.0 / (1.0 + tl.exp(-z))  # sigmoid(z) = q_B
@@ -183,7 +185,7 @@ if triton is not None:
             else:
                 coupling = 1.0 / (1.0 + tl.exp(-decoupled))
                 d_logsumexp = tl.full([BLOCK_ROWS], 1.0, tl.float32)
-                if BOUND == 2:
+                if FORM == 2:
                     weight = 2.0 - rows * tl.exp(positive * dclw_scale - softmax_max) / softmax_sum
                     per_anchor = lse - weight * positive
                     d_positive = -weight
@@ -335,7 +337,7 @@ class _ContrastiveTotals(torch.autograd.Function):
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda")
-    def forward(ctx, query, positive_key, negatives, temperature, bound, log_weight_ratio, dclw_scale):
+    def forward(ctx, query, positive_key, negatives, temperature, form, log_weight_ratio, dclw_scale):
         query, positive_key, negatives = (t.contiguous() for t in (query, positive_key, negatives))
         rows, dim = query.shape
         count = negatives.shape[0]
@@ -358,7 +360,7 @@ class _ContrastiveTotals(torch.autograd.Function):
         _bound_totals[(1,)](
             maxima, sums, per_row[0], per_row[1], per_row[2], totals,
             rows, num_slices, log_weight_ratio, dclw_scale,
-            BOUND=BOUND_CODES[bound], BLOCK_ROWS=256, BLOCK_SLICES=max(2, triton.next_power_of_2(num_slices)),
+            FORM=FORM_CODES[form], BLOCK_ROWS=256, BLOCK_SLICES=max(2, triton.next_power_of_2(num_slices)),
         )  # fmt: skip
         ctx.save_for_backward(query, positive_key, negatives, per_row)
         ctx.settings = (temperature, num_slices, slice_length, block_dim)
@@ -407,16 +409,18 @@ def contrastive_totals(
     positive_key: Tensor,
     negative_keys: Tensor,
     temperature: float,
-    bound: str,
+    form: str,
     num_negatives_weight: float,
-    dclw_sigma: float,
+    sigma: float,
 ) -> Tensor:
-    """totals (3,) float32 = [loss, npc, mean_i(lse_i - pos_i)] of ``bound`` (arguments checked by
-    the caller, :func:`mitool.fused.contrastive_bound`); ``num_negatives_weight`` is w (alpha for
-    eqco, K otherwise), ``dclw_sigma`` dclw's sigma. Differentiable in loss and the last entry."""
+    """totals (3,) float32 = [loss, npc, mean_i(lse_i - pos_i)] of the InfoNCE family's ``form``
+    (a key of :data:`FORM_CODES`; arguments checked by the caller,
+    :func:`mitool.fused.contrastive_bound`); ``num_negatives_weight`` is w of the coupled form
+    (alpha for eqco, K for infonce), ``sigma`` the weighted form's width (dclw's sigma).
+    Differentiable in loss and the last entry."""
     count = negative_keys.shape[0]
     log_weight_ratio = math.log(num_negatives_weight / count)
     return _ContrastiveTotals.apply(
-        query, positive_key, negative_keys, float(temperature), bound, log_weight_ratio,
-        float(temperature) / dclw_sigma,
+        query, positive_key, negative_keys, float(temperature), form, log_weight_ratio,
+        float(temperature) / sigma,
     )  # fmt: skip

@@ -299,15 +299,76 @@ def test_split_scores_against_mask(batch: int) -> None:
 
 def test_registry_names_and_errors() -> None:
     assert set(bounds.NAMES) == {"infonce", "eqco", "dcl", "dclw", "nwj", "dv", "mine", "js", "smile"}
-    with pytest.raises(ValueError, match="valid names: infonce, eqco"):
+    with pytest.raises(ValueError, match="name must be one of infonce, eqco, .*, got 'infonc'"):
         bounds.get("infonc")
-    with pytest.raises(ValueError, match="alpha"):
+    with pytest.raises(ValueError, match="alpha must be given for bound 'eqco'"):
         bounds.get("eqco")
-    with pytest.raises(ValueError, match="takes no option alpha"):
+    with pytest.raises(ValueError, match="alpha is not an option of bound 'infonce' \\(its options: none\\)"):
         bounds.get("infonce", alpha=3.0)
     assert bounds.get("infonce", alpha=None) is bounds.infonce
     first, second = bounds.get("mine"), bounds.get("mine")
     assert isinstance(first, bounds.Mine) and first is not second
+
+
+@pytest.mark.parametrize("name", bounds.NAMES)
+def test_table_defaults_are_the_functions_defaults(name: str) -> None:
+    """The table's defaults are the ones a direct call uses: each option is a keyword of the
+    function (or of Mine) with the same default, and the function takes no other option."""
+    import inspect
+
+    entry = bounds.BOUNDS[name]
+    parameters = inspect.signature(entry.function).parameters
+    keywords = {key: p.default for key, p in parameters.items() if key not in ("self", "pos", "neg")}
+    assert set(keywords) == set(entry.option_names)
+    for option in entry.options:
+        expected = inspect.Parameter.empty if option.default is None else option.default
+        assert keywords[option.name] == expected
+
+
+def test_table_family_and_ceilings() -> None:
+    assert bounds.INFONCE_FAMILY == ("infonce", "eqco", "dcl", "dclw")
+    assert bounds.BOUNDS["infonce"].ceiling(63) == pytest.approx(math.log(64))
+    assert bounds.BOUNDS["eqco"].ceiling(16, {"alpha": 255}) == pytest.approx(math.log(256))
+    assert bounds.BOUNDS["dcl"].ceiling(16) is None and bounds.BOUNDS["nwj"].ceiling(16) is None
+    # the ceiling is reached: InfoNCE with a perfect critic (positives far above the negatives)
+    pos, neg = torch.full((8,), 50.0), torch.zeros(8, 63)
+    assert float(bounds.infonce(pos, neg).mi) == pytest.approx(bounds.BOUNDS["infonce"].ceiling(63), abs=1e-6)
+
+
+def test_table_picks_a_bounds_options_from_wider_settings() -> None:
+    settings = {"alpha": 1024, "sigma": 0.3, "clip": 2.0, "rate": None, "temperature": 0.2, "lr": 1e-3}
+    assert bounds.BOUNDS["eqco"].pick_options(settings) == {"alpha": 1024.0}
+    assert bounds.BOUNDS["dclw"].pick_options(settings) == {"sigma": 0.3, "temperature": 0.2}
+    assert bounds.BOUNDS["mine"].pick_options(settings) == {"rate": 0.01}
+    assert bounds.BOUNDS["infonce"].pick_options(settings) == {}
+    with pytest.raises(ValueError, match="alpha must be given"):
+        bounds.BOUNDS["eqco"].pick_options({"sigma": 0.3})
+    with pytest.raises(ValueError, match="clip must be a finite number > 0, got -1"):
+        bounds.BOUNDS["smile"].pick_options({"clip": -1})
+
+
+def test_evaluators_for_follow_the_critics_optimum() -> None:
+    """Checked on the analytic optimum of a Gaussian: the critic log-ratio + c(x) (what InfoNCE
+    training reaches) is scored right by the InfoNCE family only, and nwj needs log-ratio + 1."""
+    assert bounds.evaluators_for("infonce") == bounds.INFONCE_FAMILY
+    assert "nwj" not in bounds.evaluators_for("js") and "smile" in bounds.evaluators_for("js")
+    assert "nwj" in bounds.evaluators_for("nwj") and "dv" in bounds.evaluators_for("nwj")
+    generator = torch.Generator().manual_seed(3)
+    rho, batch = 0.8, 4096
+    x = torch.randn(batch, generator=generator, dtype=torch.float64)
+    y = rho * x + math.sqrt(1 - rho**2) * torch.randn(batch, generator=generator, dtype=torch.float64)
+    true_mi = -0.5 * math.log(1 - rho**2)
+
+    def log_ratio(a, b):  # log p(b | a) / p(b) for the bivariate normal
+        return -0.5 * math.log(1 - rho**2) - (b - rho * a) ** 2 / (2 * (1 - rho**2)) + b**2 / 2
+
+    shift = 3.0 * x  # a function of the anchor: invisible to the InfoNCE family, fatal to nwj
+    scores = log_ratio(x[:, None], y[None, :]) + shift[:, None]
+    pos, neg = bounds.split_scores(scores)
+    assert float(bounds.dcl(pos, neg).mi) == pytest.approx(true_mi, abs=0.05)
+    assert float(bounds.nwj(pos, neg).mi) < true_mi - 1.0
+    plus_one = bounds.split_scores(log_ratio(x[:, None], y[None, :]) + 1.0)
+    assert float(bounds.nwj(*plus_one).mi) == pytest.approx(true_mi, abs=0.05)
 
 
 @pytest.mark.parametrize(
@@ -326,7 +387,7 @@ def test_registry_names_and_errors() -> None:
         (lambda: bounds.dclw(torch.zeros(3), torch.zeros(3, 2), sigma=0), "sigma must be"),
         (lambda: bounds.dclw(torch.zeros(3), torch.zeros(3, 2), temperature=-1), "temperature must be"),
         (lambda: bounds.smile(torch.zeros(3), torch.zeros(3, 2), clip=0), "clip must be"),
-        (lambda: bounds.Mine(rate=1.5), "rate must be"),
+        (lambda: bounds.Mine(rate=1.5), "rate must be a finite number > 0 and <= 1, got 1.5"),
         (lambda: bounds.split_scores(torch.zeros(3, 4)), "square"),
         (lambda: bounds.split_scores(torch.zeros(1, 1)), "B >= 2"),
     ],

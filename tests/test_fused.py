@@ -221,10 +221,10 @@ def test_only_the_needed_gradients_are_computed():
     ("change", "message"),
     [
         ({"bound": "nwj"}, "bound must be one of infonce, eqco, dcl, dclw"),
-        ({"bound": "eqco"}, "needs alpha"),
-        ({"alpha": 3.0}, "alpha is an option of bound 'eqco' only"),
+        ({"bound": "eqco"}, "alpha must be given for bound 'eqco'"),
+        ({"alpha": 3.0}, "alpha is not an option of bound 'infonce'"),
         ({"temperature": 0.0}, "temperature must be a finite number > 0"),
-        ({"chunk_size": 0}, "chunk_size must be an integer >= 1"),
+        ({"chunk_size": 0}, "chunk_size must be a whole number >= 1"),
         ({"negatives": torch.zeros(5, 4)}, "negative_keys must have shape (K, 3)"),
         ({"negatives": torch.zeros(3, 5, 3)}, "or (2, K, 3) (per query)"),
         ({"positive_key": torch.zeros(4, 3)}, "positive_key must have the shape of query"),
@@ -243,7 +243,11 @@ def test_bad_input_is_a_one_line_value_error(change, message):
     arguments.update(change)
     with pytest.raises(ValueError, match="^[^\n]+$") as error:
         contrastive_bound(
-            arguments.pop("query"), arguments.pop("positive_key"), arguments.pop("negatives"), **arguments
+            arguments.pop("query"),
+            arguments.pop("positive_key"),
+            arguments.pop("negatives"),
+            arguments.pop("temperature"),
+            **arguments,
         )
     assert message in str(error.value)
 

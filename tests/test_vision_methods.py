@@ -193,9 +193,9 @@ def test_momentum_methods_check_the_bound_and_its_options() -> None:
     assert check_bound("dclw", {"sigma": None}) == ("dclw", {})
     with pytest.raises(ValueError, match="bound must be one of infonce, eqco, dcl, dclw"):
         MoCo(lambda: build_backbone("small-cnn"), "nwj", queue_size=6)
-    with pytest.raises(ValueError, match="needs alpha"):
+    with pytest.raises(ValueError, match="alpha must be given for bound 'eqco'"):
         check_bound("eqco", {})
-    with pytest.raises(ValueError, match="takes no option temperature"):
+    with pytest.raises(ValueError, match="temperature of bound 'dclw' is the method's own temperature"):
         SiMo(lambda: build_backbone("small-cnn"), "dclw", {"temperature": 0.2})
     assert SiMo(lambda: build_backbone("small-cnn")).bound_options == {"alpha": 256.0}
 

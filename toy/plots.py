@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from mitool.toy.files import atomic_write_bytes, read_csv  # noqa: E402
+from mitool.files import atomic_write_bytes, read_csv  # noqa: E402
 
 __all__ = ["plot_against_k", "plot_staircase", "redraw"]
 

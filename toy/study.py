@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mitool.files import atomic_write_json, read_csv, write_csv
 from mitool.toy.batched import ProgressCallback, RunRecord, train_vectorised
 from mitool.toy.config import (
     RunSpec,
@@ -38,7 +39,6 @@ from mitool.toy.config import (
     check_estimator,
     check_negatives,
 )
-from mitool.toy.files import atomic_write_json, read_csv, write_csv
 
 __all__ = [
     "CURVE_COLUMNS",

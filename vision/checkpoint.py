@@ -1,10 +1,10 @@
 """Checkpoint files: written atomically, read without running code, rejected clearly when damaged.
 
-Writing (:func:`save`): the state goes to a temporary file in the same directory, which is
-flushed and fsync'ed, then the current checkpoint (if any) gets the second name ``<name>.prev``
-(a hard link) and the temporary file is renamed to the final name (``os.replace`` is atomic on
-POSIX), then the directory is fsync'ed. A crash at any point leaves the old or the new file
-whole under the final name, and the previous checkpoint stays on disk next to the newest.
+Writing (:func:`save`): through :func:`mitool.files.atomic_writer`, a temporary file in the same
+directory, flushed and fsync'ed; the current checkpoint (if any) gets the second name
+``<name>.prev`` (a hard link) and the temporary file is renamed to the final name. A crash at any
+point leaves the old or the new file whole under the final name, and the previous checkpoint
+stays on disk next to the newest.
 
 Reading (:func:`load`): ``torch.load(..., weights_only=True)``, which unpickles tensors and plain
 containers only, so a checkpoint cannot run code. A truncated file, a file that is not a torch
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
-import tempfile
 from typing import Any
 
 import numpy as np
 import torch
+
+from mitool.files import atomic_writer, previous_path
 
 __all__ = ["FORMAT", "load", "previous_path", "restore_rng_states", "rng_states", "save"]
 
@@ -33,46 +33,11 @@ FORMAT = "mitool.vision/1"
 """The value of the ``format`` entry of every checkpoint this tool writes."""
 
 
-def previous_path(path: str) -> str:
-    """Where :func:`save` keeps the checkpoint that ``path`` replaced."""
-    return path + ".prev"
-
-
 def save(path: str, state: dict[str, Any]) -> None:
     """Write ``state`` (plus the ``format`` marker) to ``path`` atomically; keep the old file as
-    ``path.prev``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=".checkpoint-", suffix=".tmp", dir=directory)
-    os.fchmod(handle, 0o644)  # mkstemp makes 0600; results are meant to be shared
-    try:
-        with os.fdopen(handle, "wb") as file:
-            torch.save({"format": FORMAT, **state}, file)
-            file.flush()
-            os.fsync(file.fileno())
-        if os.path.exists(path):
-            _keep_as_previous(path, temporary + ".prev")
-        os.replace(temporary, path)
-    except BaseException:
-        for leftover in (temporary, temporary + ".prev"):
-            if os.path.exists(leftover):
-                os.unlink(leftover)
-        raise
-    directory_handle = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(directory_handle)
-    finally:
-        os.close(directory_handle)
-
-
-def _keep_as_previous(path: str, staging: str) -> None:
-    """Make ``path.prev`` a second name of the current file (a hard link, or a copy where links
-    are not supported), replacing the older one atomically; ``path`` itself never disappears."""
-    try:
-        os.link(path, staging)
-    except OSError:
-        shutil.copyfile(path, staging)
-    os.replace(staging, previous_path(path))
+    ``path.prev`` (:func:`mitool.files.previous_path`)."""
+    with atomic_writer(path, keep_previous=True) as file:
+        torch.save({"format": FORMAT, **state}, file)
 
 
 def load(path: str, map_location: str | torch.device = "cpu", kind: str | None = None) -> dict[str, Any]:

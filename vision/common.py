@@ -11,33 +11,25 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mitool import bounds
+from mitool import bounds, checks
 
-__all__ = ["FUSED_BOUND_OPTIONS", "check_bound", "momentum_update"]
-
-FUSED_BOUND_OPTIONS: dict[str, tuple[str, ...]] = {
-    "infonce": (),
-    "eqco": ("alpha",),
-    "dcl": (),
-    "dclw": ("sigma",),
-}
-"""The bounds a momentum method can use and the options it passes on to them (dclw's temperature
-is the method's own tau, given by the method)."""
+__all__ = ["check_bound", "momentum_update"]
 
 
 def check_bound(name: str, options: dict[str, float] | None) -> tuple[str, dict[str, float]]:
     """``(name, options)`` checked for :func:`mitool.fused.contrastive_bound`: name one of
-    :data:`FUSED_BOUND_OPTIONS`, options among its allowed ones and valid for
-    ``mitool.bounds.get`` (alpha > 0 given for eqco; sigma > 0). ValueError otherwise."""
-    if name not in FUSED_BOUND_OPTIONS:
-        raise ValueError(f"bound must be one of {', '.join(FUSED_BOUND_OPTIONS)}, got {name!r}")
+    :data:`mitool.bounds.INFONCE_FAMILY`, the options given (None counts as not given) among the
+    bound's in :data:`mitool.bounds.BOUNDS` and valid; an option set from the scores' temperature
+    (dclw's temperature) is the method's own and may not be given. ValueError otherwise."""
+    entry = bounds.BOUNDS[checks.choice("bound", name, bounds.INFONCE_FAMILY)]
     given = {key: value for key, value in (options or {}).items() if value is not None}
-    unknown = sorted(set(given) - set(FUSED_BOUND_OPTIONS[name]))
-    if unknown:
-        allowed = ", ".join(FUSED_BOUND_OPTIONS[name]) or "none"
-        raise ValueError(f"bound {name!r} takes no option {', '.join(unknown)} here; its options: {allowed}")
-    bounds.get(name, **given)  # the bounds' own checks: eqco needs alpha, values > 0
-    return name, {key: float(value) for key, value in given.items()}
+    for option in entry.options:
+        if option.score_temperature and option.name in given:
+            raise checks.ParameterError(
+                option.name, f"of bound {name!r} is the method's own temperature; leave it out"
+            )
+    checked = entry.check_options(given)
+    return name, {key: checked[key] for key in given}
 
 
 @torch.no_grad()

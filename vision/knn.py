@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from mitool.vision.progress import Progress
+from mitool.progress import Progress
 
 __all__ = ["extract_features", "knn_accuracy", "knn_class_scores"]
 

@@ -16,7 +16,6 @@ the optimizer, the epoch and the RNG states go to OUT/linear.pt after every epoc
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -26,12 +25,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchvision.transforms import v2
 
+from mitool.files import atomic_write_json
+from mitool.progress import Progress
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision.augment import eval_transform
 from mitool.vision.data import load_dataset, make_loader
 from mitool.vision.evaluate import load_backbone
 from mitool.vision.knn import extract_features
-from mitool.vision.progress import Progress
 
 __all__ = ["LinearConfig", "linear_evaluation"]
 
@@ -183,7 +183,7 @@ def linear_evaluation(config: LinearConfig, resume: bool = False, progress: bool
     with torch.no_grad():
         top1, top5 = _top_k(classifier(features), labels)
     result = {"top1": top1, "top5": top5, "epochs": max(last_epoch, start_epoch), "settings": settings}
-    _write_json(os.path.join(config.out, RESULT_NAME), result)
+    atomic_write_json(os.path.join(config.out, RESULT_NAME), result)
     return result
 
 
@@ -194,12 +194,3 @@ def _features_of(backbone: nn.Module, loader, device: torch.device):
             continue
         images = inputs.to(device, non_blocking=True).contiguous(memory_format=torch.channels_last)
         yield backbone(images).float(), labels.to(device)
-
-
-def _write_json(path: str, value: Any) -> None:
-    temporary = path + ".tmp"
-    with open(temporary, "w") as file:
-        json.dump(value, file, indent=2)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 
+from mitool.files import atomic_writer
+
 __all__ = ["plot_run", "read_metrics"]
 
 PANELS: tuple[tuple[str, str], ...] = (
@@ -48,8 +50,7 @@ def plot_run(out: str, path: str | None = None) -> str:
         axis.set_xlabel("step")
         axis.grid(alpha=0.3)
     figure.tight_layout()
-    temporary = os.path.join(os.path.dirname(os.path.abspath(path)), ".curves.tmp.png")
-    figure.savefig(temporary, dpi=100)
+    with atomic_writer(path) as file:
+        figure.savefig(file, dpi=100, format="png")
     plt.close(figure)
-    os.replace(temporary, path)
     return path

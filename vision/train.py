@@ -40,7 +40,6 @@ import json
 import math
 import os
 import random
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +49,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from mitool.files import atomic_write_text
+from mitool.progress import Progress
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision import distributed
 from mitool.vision.augment import two_view_transform
@@ -57,7 +58,6 @@ from mitool.vision.config import PretrainConfig, build_method, resolve_defaults
 from mitool.vision.data import SkippedImages, dataset_info, load_dataset, make_loader
 from mitool.vision.evaluate import evaluate_knn
 from mitool.vision.gpu_augment import GPUTwoViewAugment, loader_options
-from mitool.vision.progress import Progress
 
 __all__ = ["StepResult", "TrainingDiverged", "learning_rate", "pretrain", "training_step"]
 
@@ -156,16 +156,6 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _write_lines_atomically(path: str, lines: list[str]) -> None:
-    handle, temporary = tempfile.mkstemp(prefix=".metrics-", dir=os.path.dirname(os.path.abspath(path)))
-    os.fchmod(handle, 0o644)  # mkstemp makes 0600; results are meant to be shared
-    with os.fdopen(handle, "w") as file:
-        file.writelines(lines)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
-
-
 def _metrics_up_to(path: str, step: int) -> None:
     """Keep only the metrics records of steps <= ``step`` (those of the run being resumed)."""
     if not os.path.exists(path):
@@ -179,7 +169,7 @@ def _metrics_up_to(path: str, step: int) -> None:
                 continue
             if isinstance(record, dict) and record.get("step", 0) <= step:
                 kept.append(line if line.endswith("\n") else line + "\n")
-    _write_lines_atomically(path, kept)
+    atomic_write_text(path, "".join(kept))
 
 
 def _check_resumable(saved: dict[str, Any], config: PretrainConfig, path: str) -> None:
@@ -303,7 +293,7 @@ def pretrain(config: PretrainConfig, resume: bool = False, progress: bool = True
         if saved is not None:
             _metrics_up_to(metrics.path, step)
         else:
-            _write_lines_atomically(metrics.path, [])
+            atomic_write_text(metrics.path, "")
     skipped_images = SkippedImages()
 
     def save_checkpoint(epoch_now: int, batches: int) -> None:
@@ -344,9 +334,11 @@ def pretrain(config: PretrainConfig, resume: bool = False, progress: bool = True
                 checkpoints.restore_rng_states(saved["rng"])
                 saved = None
             bar = Progress(
-                steps_per_epoch, f"epoch {epoch + 1}/{config.epochs}", enabled=progress and is_main
+                steps_per_epoch,
+                f"epoch {epoch + 1}/{config.epochs}",
+                enabled=progress and is_main,
+                done=batches_done,
             )
-            bar.update(batches_done)
             while not stop:
                 started = time.perf_counter()
                 batch = next(batches, None)

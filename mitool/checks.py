@@ -1,0 +1,105 @@
+"""Argument checks shared by the whole package.
+
+Every check raises :class:`ParameterError`, a ``ValueError`` whose one-line message names the
+parameter as the Python function spells it, what is allowed and the value given::
+
+    batch_size must be a whole number >= 2, got 1
+
+The command line (:mod:`mitool.cli.errors`) prints the same message with the parameter replaced by
+the option the user typed (``--batch-size must be a whole number >= 2, got 1``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+__all__ = ["ParameterError", "choice", "fraction", "number", "positive", "whole_number"]
+
+
+class ParameterError(ValueError):
+    """A bad argument. ``parameter``: its name (a Python parameter); ``problem``: the rest of the
+    message, what is allowed and what was given. ``str(error)`` is ``f"{parameter} {problem}"``."""
+
+    def __init__(self, parameter: str, problem: str) -> None:
+        super().__init__(f"{parameter} {problem}")
+        self.parameter = parameter
+        self.problem = problem
+
+
+def whole_number(
+    parameter: str, value: object, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    """``value`` as an int when it is a whole number (not a bool) within [minimum, maximum]."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or (minimum is not None and value < minimum)
+        or (maximum is not None and value > maximum)
+    ):
+        raise ParameterError(parameter, f"must be a whole number{_range(minimum, maximum)}, got {value!r}")
+    return int(value)
+
+
+def number(
+    parameter: str,
+    value: object,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    above: float | None = None,
+    below: float | None = None,
+) -> float:
+    """``value`` as a float when it is a finite real number with minimum <= value <= maximum,
+    above < value < below (each bound optional)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        try:  # numpy and torch scalars
+            value = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ParameterError(
+                parameter, f"must be a number{_range(minimum, maximum, above, below)}, got {value!r}"
+            ) from None
+    value = float(value)
+    if (
+        not math.isfinite(value)
+        or (minimum is not None and value < minimum)
+        or (maximum is not None and value > maximum)
+        or (above is not None and value <= above)
+        or (below is not None and value >= below)
+    ):
+        raise ParameterError(
+            parameter, f"must be a finite number{_range(minimum, maximum, above, below)}, got {value!r}"
+        )
+    return value
+
+
+def positive(parameter: str, value: object) -> float:
+    """``value`` as a float when it is a finite number > 0."""
+    return number(parameter, value, above=0.0)
+
+
+def fraction(parameter: str, value: object) -> float:
+    """``value`` as a float strictly between 0 and 1."""
+    return number(parameter, value, above=0.0, below=1.0)
+
+
+def choice(parameter: str, value: object, allowed: Iterable[str]) -> str:
+    """``value`` when it is one of ``allowed``."""
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise ParameterError(parameter, f"must be one of {', '.join(allowed)}, got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def _range(
+    minimum: float | None = None,
+    maximum: float | None = None,
+    above: float | None = None,
+    below: float | None = None,
+) -> str:
+    low = f">= {minimum:g}" if minimum is not None else (f"> {above:g}" if above is not None else None)
+    high = f"<= {maximum:g}" if maximum is not None else (f"< {below:g}" if below is not None else None)
+    if low and high:
+        if minimum is not None and maximum is not None:
+            return f" from {minimum:g} to {maximum:g}"
+        return f" {low} and {high}"
+    return f" {low or high}" if (low or high) else ""

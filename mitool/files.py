@@ -1,0 +1,114 @@
+"""Atomic file writes (the one implementation in mitool) and small CSV helpers.
+
+Every file is written to a temporary file in the same folder, flushed and fsync'ed, then moved
+into place with ``os.replace`` (atomic on POSIX) and the folder fsync'ed: a reader, a resumed run
+or a crash sees the old complete file or the new complete file, never half of one. On any error,
+Ctrl-C included, the temporary file is removed and the old file is left as it was. Files are
+created with mode 0644 (readable by others: results are meant to be shared).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import IO
+
+__all__ = [
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "atomic_write_text",
+    "atomic_writer",
+    "previous_path",
+    "read_csv",
+    "write_csv",
+]
+
+
+def previous_path(path: str | os.PathLike) -> str:
+    """Where :func:`atomic_writer` with ``keep_previous`` keeps the file that ``path`` replaced."""
+    return os.fspath(path) + ".prev"
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike, mode: str = "wb", keep_previous: bool = False) -> Iterator[IO]:
+    """``with atomic_writer(path) as file: file.write(...)``: ``file`` is a temporary file in the
+    folder of ``path`` (created if needed), opened with ``mode`` ("wb" or "w"); when the block ends
+    without an error it is flushed, fsync'ed and renamed to ``path``. With ``keep_previous`` the
+    file it replaces stays on disk as :func:`previous_path` (a hard link, or a copy)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(handle, 0o644)  # mkstemp makes 0600
+    staging = temporary + ".prev"
+    try:
+        with os.fdopen(handle, mode) as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        if keep_previous and path.exists():
+            try:
+                os.link(path, staging)
+            except OSError:  # no hard links on this file system
+                shutil.copyfile(path, staging)
+            os.replace(staging, previous_path(path))
+        os.replace(temporary, path)
+    except BaseException:
+        for leftover in (temporary, staging):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
+        raise
+    _fsync_folder(path.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - folders that cannot be opened (some platforms)
+        return
+    try:
+        os.fsync(handle)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(handle)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically."""
+    with atomic_writer(path) as stream:
+        stream.write(data)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike, value: object) -> None:
+    """Write ``value`` as indented JSON with sorted keys to ``path`` atomically."""
+    atomic_write_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
+
+
+def write_csv(path: str | os.PathLike, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+    """Write a CSV with a header row, atomically."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows(rows)
+    atomic_write_text(path, buffer.getvalue())
+
+
+def read_csv(path: str | os.PathLike) -> list[dict[str, str]]:
+    """Rows of a CSV with a header, as dicts of strings."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    with open(path, newline="") as stream:
+        return list(csv.DictReader(stream))
