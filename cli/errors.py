@@ -1,18 +1,66 @@
-"""Turn library errors into click usage errors: one line, exit code 2, no traceback."""
+"""Turn library errors into click usage errors: one line in the user's words, exit code 2, no
+traceback.
+
+A :class:`mitool.checks.ParameterError` names a Python parameter (``batch_size must be ...``); the
+command that was running prints it with the option the user typed instead (``--batch-size must
+be ...``): the click parameter of the same name gives the flag, so no table of flags is kept.
+"""
 
 from __future__ import annotations
 
 import click
 
+from mitool.checks import ParameterError
 
-class FriendlyGroup(click.Group):
-    """A click group whose commands report ``ValueError`` (bad arguments, as raised by
-    :mod:`mitool` and its subpackages), ``FileNotFoundError`` and ``PermissionError`` as
-    ``Error: <message>`` on stderr with exit code 2."""
+__all__ = ["FriendlyCommand", "FriendlyGroup", "flag_of", "user_message"]
+
+_REPORTED = (ValueError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+
+def flag_of(command: click.Command, parameter: str) -> str | None:
+    """The option (``--batch-size``) or argument (``X``) of ``command`` whose Python name is
+    ``parameter``; None when it has none."""
+    for param in command.params:
+        if param.name == parameter:
+            if isinstance(param, click.Option):
+                return max(param.opts, key=len)
+            return param.human_readable_name
+    return None
+
+
+def user_message(error: BaseException, command: click.Command | None) -> str:
+    """One line: the error's message, with a parameter named as the user typed it."""
+    if isinstance(error, ParameterError) and command is not None:
+        flag = flag_of(command, error.parameter)
+        if flag is not None:
+            return f"{flag} {error.problem}".splitlines()[0]
+    text = str(error)
+    if isinstance(error, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+        if error.filename is not None and error.strerror:  # OSError's own form, not a library message
+            text = f"{error.strerror}: {error.filename}"
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+class FriendlyCommand(click.Command):
+    """A command that reports the errors of :data:`_REPORTED` as ``Error: <message>`` (exit 2)."""
 
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         try:
             return super().invoke(ctx)
-        except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError) as error:
-            message = str(error).splitlines()[0] if str(error) else type(error).__name__
-            raise click.UsageError(message, ctx=None) from None
+        except _REPORTED as error:
+            raise click.UsageError(user_message(error, self), ctx=None) from None
+
+
+class FriendlyGroup(click.Group):
+    """A group whose commands and sub-groups are friendly too (errors as one line, exit 2)."""
+
+    command_class = FriendlyCommand
+
+    def invoke(self, ctx: click.Context):  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except _REPORTED as error:
+            raise click.UsageError(user_message(error, None), ctx=None) from None
+
+
+FriendlyGroup.group_class = FriendlyGroup

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import click
 
+from mitool.cli.errors import FriendlyCommand, FriendlyGroup
 from mitool.progress import Progress
 from mitool.runtime import set_threads_to_free_cores
 from mitool.toy import plots, study
@@ -182,7 +183,7 @@ def _check_device(device: str) -> None:
         )
 
 
-@click.group()
+@click.group(cls=FriendlyGroup)
 def toy() -> None:
     """Train MI critics on correlated Gaussians with a known MI staircase and compare the bounds.
 
@@ -313,7 +314,7 @@ def plot_command(out: str) -> None:
         click.echo(f"wrote {path}")
 
 
-@click.command("estimate")
+@click.command("estimate", cls=FriendlyCommand)
 @click.argument("x_path", metavar="X", type=click.Path(dir_okay=False))
 @click.argument("y_path", metavar="Y", type=click.Path(dir_okay=False))
 @click.option(

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from mitool.cli.errors import FriendlyGroup
 from mitool.runtime import set_threads_to_free_cores
 
 METHOD_HELP = """Contrastive pretraining of a vision encoder, the loss being one of mitool's bounds.
@@ -29,7 +30,7 @@ One process:   mitool vision pretrain --method simo --data DIR --out OUT
 """
 
 
-@click.group()
+@click.group(cls=FriendlyGroup)
 def vision() -> None:
     """Vision pretraining (MoCo v2, SiMo, SimCLR/DCL) and its evaluation."""
 
