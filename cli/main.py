@@ -24,7 +24,7 @@ def _register() -> None:
 
     for module_name, attribute in (
         ("mitool.cli.toy", "toy"),
-        ("mitool.cli.toy", "estimate"),
+        ("mitool.cli.estimate", "estimate"),
         ("mitool.cli.vision", "vision"),
     ):
         try:

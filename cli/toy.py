@@ -1,4 +1,4 @@
-"""``mitool toy`` (run, sweep, plot, demo) and ``mitool estimate``: thin click shells over :mod:`mitool.toy`.
+"""``mitool toy`` (run, sweep, plot, demo): thin click shells over :mod:`mitool.toy`.
 
 Lists are comma-separated. Progress bars (with ETA and the current estimate) go to stderr and are
 off with --quiet. Bad values raise ValueError in :mod:`mitool.toy`, which the main group prints as one line
@@ -7,8 +7,6 @@ off with --quiet. Bad values raise ValueError in :mod:`mitool.toy`, which the ma
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import sys
 from collections.abc import Callable
@@ -16,32 +14,18 @@ from pathlib import Path
 
 import click
 
-from mitool.cli.errors import FriendlyCommand, FriendlyGroup
+from mitool.cli.common import check_device, log_line, progress_reporter
+from mitool.cli.errors import FriendlyGroup
 from mitool.progress import Progress
 from mitool.runtime import set_threads_to_free_cores
 from mitool.toy import plots, study
 from mitool.toy.config import DEFAULT_ALPHA, DIVERGENCE_THRESHOLD, ESTIMATORS, ToySettings, parse_list
-from mitool.toy.estimate import estimate_mi, load_samples
 
-__all__ = ["estimate", "toy"]
+__all__ = ["toy"]
 
 DEMO_ESTIMATORS = "infonce,eqco,dcl,nwj"
 DEMO_NEGATIVES = "4,16,64,256,1024"
 DEMO_STEPS_PER_STAGE = 150
-
-
-def _reporter(bar: Progress) -> Callable[..., None]:
-    """The toy study's progress callback ``(steps done, latest mean estimate, note)`` drawn on ``bar``."""
-
-    def report(done: int, estimate: float, note: str = "") -> None:
-        text = f"{note} mean estimate {estimate:.3f} nats".strip() if math.isfinite(estimate) else note
-        bar.set_done(done, text)
-
-    return report
-
-
-def _log(message: str) -> None:
-    click.echo(message, err=True)
 
 
 def _study_options(function: Callable) -> Callable:
@@ -165,24 +149,6 @@ def _grid(values: dict, critics: str, negatives: str) -> study.Grid:
     )
 
 
-def _check_device(device: str) -> None:
-    import torch
-
-    try:
-        parsed = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise ValueError(f"--device: unknown device {device!r}; allowed: cpu, cuda, cuda:N") from None
-    if parsed.type not in ("cpu", "cuda"):
-        raise ValueError(f"--device: unsupported device {device!r}; allowed: cpu, cuda, cuda:N")
-    if parsed.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device: {device!r} asked for but CUDA is not available here; use --device cpu")
-    if parsed.type == "cuda" and parsed.index is not None and parsed.index >= torch.cuda.device_count():
-        raise ValueError(
-            f"--device: {device!r} asked for but this machine has {torch.cuda.device_count()} GPU(s): "
-            f"cuda:0 to cuda:{torch.cuda.device_count() - 1}"
-        )
-
-
 @click.group(cls=FriendlyGroup)
 def toy() -> None:
     """Train MI critics on correlated Gaussians with a known MI staircase and compare the bounds.
@@ -210,26 +176,26 @@ def run_command(critic: str, negatives: str, out: str, **values) -> None:
     set_threads_to_free_cores()
     settings = _settings(values)
     grid = _grid(values, critic, negatives)
-    _check_device(settings.device)
+    check_device(settings.device)
     out_path = Path(out)
     with Progress(settings.total_steps, "toy run", enabled=not values["quiet"]) as bar:
-        study.run(out_path, grid, settings, progress=_reporter(bar), log=_log)
+        study.run(out_path, grid, settings, progress=progress_reporter(bar), log=log_line)
     written = plots.redraw(out_path)
     for path in [out_path / "curves.csv", out_path / "summary.csv", *written, out_path / "config.json"]:
         click.echo(f"wrote {path}")
 
 
 def _run_sweep(out: str, grid: study.Grid, settings: ToySettings, quiet: bool) -> None:
-    _check_device(settings.device)
+    check_device(settings.device)
     out_path = Path(out)
     bars: list[Progress] = []
 
     def factory(total: int) -> Callable[..., None]:
         bars.append(Progress(total, "toy sweep", enabled=not quiet))
-        return _reporter(bars[-1])
+        return progress_reporter(bars[-1])
 
     try:
-        summary = study.sweep(out_path, grid, settings, progress_factory=factory, log=_log)
+        summary = study.sweep(out_path, grid, settings, progress_factory=factory, log=log_line)
     finally:
         for bar in bars:
             bar.close()
@@ -292,7 +258,7 @@ def demo_command(out: str, steps_per_stage: int, device: str, quiet: bool) -> No
     --negatives 4,16,64,256,1024 --seeds 3 --steps-per-stage N --out OUT`.
     """
     set_threads_to_free_cores()
-    _check_device(device)
+    check_device(device)
     settings = ToySettings(steps_per_stage=steps_per_stage, device=device)
     grid = study.Grid(
         estimators=tuple(DEMO_ESTIMATORS.split(",")),
@@ -312,90 +278,6 @@ def plot_command(out: str) -> None:
     set_threads_to_free_cores()
     for path in plots.redraw(Path(out)):
         click.echo(f"wrote {path}")
-
-
-@click.command("estimate", cls=FriendlyCommand)
-@click.argument("x_path", metavar="X", type=click.Path(dir_okay=False))
-@click.argument("y_path", metavar="Y", type=click.Path(dir_okay=False))
-@click.option(
-    "--estimator", default="infonce", show_default=True, help=f"The bound: one of {', '.join(ESTIMATORS)}."
-)
-@click.option(
-    "--critic", default="separable", show_default=True, help="separable, concat, bilinear or cosine."
-)
-@click.option("--steps", type=int, default=2000, show_default=True, help="Most training steps.")
-@click.option(
-    "--validation-fraction",
-    type=float,
-    default=0.15,
-    show_default=True,
-    help="Share of the training split scored for early stopping (the critic is kept at its best value).",
-)
-@click.option(
-    "--eval-every", type=int, default=50, show_default=True, help="Steps between validation scores."
-)
-@click.option(
-    "--patience",
-    type=int,
-    default=10,
-    show_default=True,
-    help="Stop after this many validation scores without improvement.",
-)
-@click.option(
-    "--batch-size",
-    type=int,
-    default=128,
-    show_default=True,
-    help="Training batch B (K = B - 1 in-batch negatives).",
-)
-@click.option("--lr", type=float, default=5e-4, show_default=True, help="Adam learning rate.")
-@click.option(
-    "--test-fraction",
-    type=float,
-    default=0.2,
-    show_default=True,
-    help="Share of the pairs held out for the estimate.",
-)
-@click.option(
-    "--seed", type=int, default=0, show_default=True, help="Seed of the split, the weights and the batches."
-)
-@click.option("--hidden", type=int, default=256, show_default=True, help="Width of the critic's MLPs.")
-@click.option(
-    "--hidden-layers", type=int, default=2, show_default=True, help="Hidden layers of the critic's MLPs."
-)
-@click.option("--embed-dim", type=int, default=32, show_default=True, help="Critic embedding size.")
-@click.option(
-    "--alpha", type=float, default=DEFAULT_ALPHA, show_default=True, help="EqCo's alpha (eqco only)."
-)
-@click.option("--device", default="cpu", show_default=True, help="torch device.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a sentence.")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
-def estimate(x_path: str, y_path: str, as_json: bool, quiet: bool, **options) -> None:
-    """Estimate I(X; Y) in nats from paired samples: row i of X goes with row i of Y.
-
-    X and Y are .npy, .npz (one array) or .csv files (comma-separated, optional header), one row per
-    sample. The critic is trained with the chosen bound on a training split; the bound is reported on
-    the held-out split with a standard error. InfoNCE-type estimates cannot exceed log(K + 1) of the
-    evaluation (K = held-out rows - 1, at most 1023); for large MI use nwj, dv or smile.
-    """
-    set_threads_to_free_cores()
-    _check_device(options["device"])
-    x = load_samples(x_path, "X")
-    y = load_samples(y_path, "Y")
-    if x.shape[0] != y.shape[0]:
-        raise ValueError(
-            f"X and Y must have the same number of rows (samples), got {x.shape[0]} and {y.shape[0]}"
-        )
-    with Progress(options["steps"], f"training {options['estimator']} critic", enabled=not quiet) as bar:
-        result = estimate_mi(x, y, progress=_reporter(bar), **options)
-    if as_json:
-        click.echo(json.dumps(result.as_dict()))
-    else:
-        click.echo(
-            f"I(X; Y) = {result.estimate:.4f} +- {result.stderr:.4f} nats "
-            f"({result.estimator}, {result.critic} critic; trained on {result.n_train} pairs, kept at step "
-            f"{result.best_step} of {result.steps}; evaluated on {result.n_test} held-out pairs)"
-        )
 
 
 if __name__ == "__main__":  # pragma: no cover

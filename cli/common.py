@@ -1,0 +1,47 @@
+"""Pieces the command-line modules share: the device check, one-line logs, progress callbacks."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import click
+
+from mitool.checks import ParameterError
+from mitool.progress import Progress
+
+__all__ = ["check_device", "log_line", "progress_reporter"]
+
+
+def progress_reporter(bar: Progress) -> Callable[..., None]:
+    """The toy study's progress callback ``(steps done, latest mean estimate, note)`` drawn on ``bar``."""
+
+    def report(done: int, estimate: float, note: str = "") -> None:
+        text = f"{note} mean estimate {estimate:.3f} nats".strip() if math.isfinite(estimate) else note
+        bar.set_done(done, text)
+
+    return report
+
+
+def log_line(message: str) -> None:
+    """One line on stderr."""
+    click.echo(message, err=True)
+
+
+def check_device(device: str) -> None:
+    """ParameterError("device", ...) unless ``device`` is cpu, or a CUDA device this machine has."""
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError):
+        parsed = None
+    if parsed is None or parsed.type not in ("cpu", "cuda"):
+        raise ParameterError("device", f"must be cpu, cuda or cuda:N, got {device!r}")
+    count = torch.cuda.device_count() if parsed.type == "cuda" else 0
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise ParameterError("device", f"{device!r} needs CUDA, which is not available here; use cpu")
+    if parsed.type == "cuda" and parsed.index is not None and parsed.index >= count:
+        raise ParameterError(
+            "device", f"{device!r} asked for, but this machine has {count} GPU(s): cuda:0 to cuda:{count - 1}"
+        )
