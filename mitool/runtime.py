@@ -2,6 +2,13 @@
 
 On a 2-core machine with one core busy elsewhere, torch's default of one thread per core ran
 5 to 10 times slower than one thread: oversubscribed cores make the threads wait for each other.
+
+Every ``mitool`` command calls :func:`set_threads_to_free_cores` when it starts (and honours
+``MITOOL_THREADS``). Importing the library changes nothing: torch keeps its own thread count
+(one per core) until you call it yourself::
+
+    import mitool.runtime
+    mitool.runtime.set_threads_to_free_cores()   # or torch.set_num_threads(n)
 """
 
 from __future__ import annotations
