@@ -83,7 +83,8 @@ def method_step(
 ) -> Callable[[], None]:
     """One training step of ``method`` exactly as vision.train runs it (``bn_mode``: moco's
     shuffle-BN with split BatchNorm on one process, or plain/synchronised BatchNorm)."""
-    from mitool.vision.config import PretrainConfig, build_method, resolve_defaults
+    from mitool.vision.config import PretrainConfig, resolve_defaults
+    from mitool.vision.methods import build_method
     from mitool.vision.train import training_step
 
     device = views[0].device

@@ -1,28 +1,109 @@
-"""``mitool vision``: pretrain, knn, linear and plot (thin click shells over :mod:`mitool.vision`)."""
+"""``mitool vision``: pretrain, knn, linear and plot (thin click shells over :mod:`mitool.vision`).
+
+The choices and the defaults shown in the help come from the registries: the methods
+(:data:`mitool.vision.methods.METHODS`, their defaults per dataset), the bounds
+(:data:`mitool.bounds.BOUNDS`), the architectures, the datasets and the settings of
+:mod:`mitool.vision.config`. Option names are the Python names of the settings, so an error of
+the library (``batch_size must be ...``) is shown with the flag the user typed (``--batch-size``).
+"""
 
 from __future__ import annotations
 
 import json
 import sys
+import textwrap
+from collections.abc import Callable
 
 import click
 
+from mitool import bounds
 from mitool.cli.errors import FriendlyGroup
 from mitool.runtime import set_threads_to_free_cores
+from mitool.vision.backbones import ARCHITECTURES
+from mitool.vision.config import (
+    BN_MODES,
+    DEFAULTS,
+    DEVICES,
+    GPU_AUGMENT_MODES,
+    LOSS_OPTION_SETTINGS,
+    LOSSES,
+    PRECISIONS,
+)
+from mitool.vision.data import DATASETS
+from mitool.vision.methods import METHODS
 
-METHOD_HELP = """Contrastive pretraining of a vision encoder, the loss being one of mitool's bounds.
+__all__ = ["vision"]
+
+_INDENT = " " * 10
+_WIDTH = 78
+
+
+def _wrap(text: str, width: int, **indents: str) -> list[str]:
+    return textwrap.wrap(text, width, break_on_hyphens=False, **indents)
+
+
+def _number(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _flag(setting: str) -> str:
+    return "--" + setting.replace("_", "-")
+
+
+def _loss_users(option: str) -> list[str]:
+    """The losses that take ``option`` (from the table of bounds)."""
+    return [name for name in LOSSES if option in bounds.BOUNDS[name].option_names]
+
+
+def default_text(setting: str) -> str:
+    """The default of ``setting`` for the help: "[200]" when the methods agree, else one value
+    per method ("[moco 0.03, simo 0.03, simclr 0.3]"), then the datasets that change it."""
+    values = {name: method.defaults.get(setting, DEFAULTS.get(setting)) for name, method in METHODS.items()}
+    given = {name: value for name, value in values.items() if value is not None}
+    if not given:
+        return ""
+    if len({_number(value) for value in given.values()}) == 1 and len(given) == len(values):
+        text = _number(next(iter(given.values())))
+    else:
+        text = ", ".join(f"{name} {_number(value)}" for name, value in given.items())
+    for name, method in METHODS.items():
+        for dataset, row in method.dataset_defaults.items():
+            if setting in row:
+                text += f"; {name} on {dataset}: {_number(row[setting])}"
+    return f"[{text}]"
+
+
+def _method_help() -> str:
+    """The help of ``vision pretrain``: every method with its defaults, from the registry."""
+    lines = []
+    for name, method in METHODS.items():
+        lines += _wrap(f"{name:<7} {method.summary}", _WIDTH, initial_indent="  ", subsequent_indent=_INDENT)
+        settings = []
+        for setting, value in method.defaults.items():
+            text = f"{_flag(setting)} {_number(value)}"
+            if setting == "negatives":
+                text += f" ({method.negatives_meaning})"
+            if setting in LOSS_OPTION_SETTINGS:
+                text += f" (with {' or '.join(_loss_users(setting))})"
+            settings.append(text)
+        if method.negatives_meaning is None:
+            settings.append("no --negatives")
+        lines += _wrap(", ".join(settings), _WIDTH, initial_indent=_INDENT, subsequent_indent=_INDENT)
+        for dataset, row in method.dataset_defaults.items():
+            changed = ", ".join(f"{_flag(key)} {_number(value)}" for key, value in row.items())
+            lines += _wrap(f"on {dataset}: {changed}", 88, initial_indent=_INDENT, subsequent_indent=_INDENT)
+    common = ", ".join(f"{_flag(key)} {_number(value)}" for key, value in DEFAULTS.items())
+    lines += _wrap(
+        f"All: {common}; lr = base lr x batch / 256, cosine schedule after the warmup; "
+        "--batch-size is the global batch.",
+        _WIDTH,
+        subsequent_indent="  ",
+    )
+    return f"""Contrastive pretraining of a vision encoder, the loss being one of mitool's bounds.
 
 \b
-Defaults per method (options left out take these):
-  moco   MoCo v2: loss infonce, --negatives 65536 (queue), tau 0.2, base lr 0.03,
-         no warmup, key momentum 0.999, head w-w-128 no BN, shuffle-BN
-         (split-BN with --bn-splits 8 on one process)
-  simo   SiMo (EqCo): loss eqco, --negatives 16 sampled per query, --alpha 256,
-         tau 0.2, base lr 0.03, 5 warmup epochs, key momentum 0.999, head with BN
-  simclr SimCLR/DCL: loss infonce (dcl, dclw: DCL), all 2N-2 in-batch negatives,
-         tau 0.1, base lr 0.3, 10 warmup epochs
-All: SGD momentum 0.9, weight decay 1e-4, cosine schedule, 200 epochs, global batch
-256, lr = base lr x batch / 256, resnet50, bf16 on CUDA.
+Methods and their defaults (options left out take these):
+{chr(10).join(lines)}
 
 \b
 One process:   mitool vision pretrain --method simo --data DIR --out OUT
@@ -30,61 +111,78 @@ One process:   mitool vision pretrain --method simo --data DIR --out OUT
 """
 
 
+def _loss_option_options(function: Callable) -> Callable:
+    """--alpha, --sigma, ...: the options of the losses, from the table of bounds."""
+    for setting in reversed(LOSS_OPTION_SETTINGS):
+        users = _loss_users(setting)
+        meaning = next(o.meaning for o in bounds.BOUNDS[users[0]].options if o.name == setting)
+        table_default = next(o.default for o in bounds.BOUNDS[users[0]].options if o.name == setting)
+        shown = default_text(setting) or (f"[{_number(table_default)}]" if table_default is not None else "")
+        function = click.option(
+            _flag(setting), setting, type=float, default=None,
+            help=f"{' and '.join(users)} loss only: {meaning} {shown}",
+        )(function)  # fmt: skip
+    return function
+
+
+def _dataset_options(default: str | None, help_text: str) -> Callable:
+    def add(function: Callable) -> Callable:
+        function = click.option(
+            "--data", "data_dir", default=None,
+            help="Dataset directory (imagefolder: DIR/train, DIR/val; fashion-mnist: the Debian "
+            "package's by default).",
+        )(function)  # fmt: skip
+        return click.option(
+            "--dataset",
+            type=click.Choice(DATASETS),
+            default=default,
+            show_default=default is not None,
+            help=help_text,
+        )(function)
+
+    return add
+
+
 @click.group(cls=FriendlyGroup)
 def vision() -> None:
     """Vision pretraining (MoCo v2, SiMo, SimCLR/DCL) and its evaluation."""
 
 
-def _common_data_options(function):
-    function = click.option(
-        "--data",
-        "data_dir",
-        default=None,
-        help="Dataset directory (fashion-mnist: the Debian package's by default).",
-    )(function)
-    function = click.option(
-        "--dataset",
-        type=click.Choice(["imagefolder", "cifar10", "stl10", "fashion-mnist", "synthetic"]),
-        default=None,
-        help="Dataset (default: the pretraining run's).",
-    )(function)
-    return function
+_LOSS_HELP = "Bound: " + "; ".join(f"{name}: {bounds.BOUNDS[name].summary}" for name in LOSSES)
+_NEGATIVES_HELP = "K: " + "; ".join(
+    f"{name}: {method.negatives_meaning}" for name, method in METHODS.items() if method.negatives_meaning
+)
+_WORKERS_HELP = "Data loader processes per process [sized to the free cores]."
 
 
-@vision.command(help=METHOD_HELP)
-@click.option("--method", type=click.Choice(["moco", "simo", "simclr"]), default="moco", show_default=True)
-@click.option("--loss", type=click.Choice(["infonce", "eqco", "dcl", "dclw"]), default=None, help="Bound.")
-@click.option("--negatives", type=int, default=None, help="K: moco queue size, simo negatives per query.")
-@click.option("--alpha", type=float, default=None, help="EqCo alpha (eqco loss only) [256].")
-@click.option("--sigma", type=float, default=0.5, show_default=True, help="DCLW weighting sigma.")
-@click.option("--temperature", type=float, default=None, help="tau of the cosine scores.")
+@vision.command(help=_method_help())
+@click.option("--method", type=click.Choice(tuple(METHODS)), default="moco", show_default=True)
+@click.option("--loss", type=click.Choice(LOSSES), default=None, help=f"{_LOSS_HELP} {default_text('loss')}")
+@click.option("--negatives", type=int, default=None, help=f"{_NEGATIVES_HELP} {default_text('negatives')}")
+@_loss_option_options
 @click.option(
-    "--arch",
-    type=click.Choice(["small-cnn", "resnet18", "resnet34", "resnet50"]),
-    default="resnet50",
-    show_default=True,
+    "--temperature", type=float, default=None, help=f"tau of the cosine scores {default_text('temperature')}"
 )
-@click.option(
-    "--dataset",
-    type=click.Choice(["imagefolder", "cifar10", "stl10", "fashion-mnist", "synthetic"]),
-    default="imagefolder",
-    show_default=True,
-)
-@click.option("--data", "data_dir", default=None, help="Dataset directory (imagefolder: DIR/train, DIR/val).")
+@click.option("--arch", type=click.Choice(ARCHITECTURES), default="resnet50", show_default=True)
+@_dataset_options("imagefolder", "Dataset.")
 @click.option("--download", is_flag=True, help="Let torchvision download cifar10/stl10 into --data.")
 @click.option(
     "--image-size", type=int, default=None, help="Side of the views [the dataset's: 224 for imagefolder]."
 )
-@click.option("--epochs", type=int, default=200, show_default=True)
-@click.option("--batch-size", type=int, default=256, show_default=True, help="Global batch (all processes).")
-@click.option("--base-lr", type=float, default=None, help="lr = base lr x batch / 256.")
-@click.option("--warmup-epochs", type=float, default=None)
-@click.option("--weight-decay", type=float, default=1e-4, show_default=True)
-@click.option("--key-momentum", type=float, default=0.999, show_default=True, help="Momentum encoder m.")
-@click.option("--symmetric", is_flag=True, help="moco: symmetric loss (both views as queries).")
+@click.option("--epochs", type=int, default=None, help=default_text("epochs"))
 @click.option(
-    "--bn-mode", type=click.Choice(["shuffle", "sync"]), default="shuffle", show_default=True, help="moco."
+    "--batch-size", type=int, default=None, help=f"Global batch (all processes) {default_text('batch_size')}"
 )
+@click.option(
+    "--base-lr", type=float, default=None, help=f"lr = base lr x batch / 256 {default_text('base_lr')}"
+)
+@click.option("--warmup-epochs", type=float, default=None, help=default_text("warmup_epochs"))
+@click.option("--weight-decay", type=float, default=None, help=default_text("weight_decay"))
+@click.option(
+    "--key-momentum", type=float, default=None, help=f"Momentum encoder m {default_text('key_momentum')}"
+)
+@click.option("--symmetric", is_flag=True, help="moco: symmetric loss (both views as queries).")
+@click.option("--bn-mode", type=click.Choice(BN_MODES), default="shuffle", show_default=True, help="moco.")
 @click.option(
     "--bn-splits", type=int, default=8, show_default=True, help="moco split-BN groups on one process."
 )
@@ -92,18 +190,16 @@ def _common_data_options(function):
     "--small-stem/--stock-stem", default=None, help="3x3 stride-1 ResNet stem [small for <= 96 px]."
 )
 @click.option("--zero-init-residual", is_flag=True, help="Zero-init the last BN of each residual block.")
-@click.option(
-    "--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default=None, help="[bf16 cuda, fp32 cpu]"
-)
-@click.option("--compile", "compile_model", is_flag=True, help="torch.compile the model.")
+@click.option("--precision", type=click.Choice(PRECISIONS), default=None, help="[bf16 cuda, fp32 cpu]")
+@click.option("--compile", "compile", is_flag=True, help="torch.compile the model.")
 @click.option("--out", required=True, help="Run directory: checkpoint.pt, metrics.jsonl.")
 @click.option("--max-steps", type=int, default=None, help="Stop after this many steps (smoke tests).")
 @click.option(
     "--max-minutes", type=float, default=None, help="Stop (with a checkpoint) after this wall time."
 )
 @click.option("--resume", is_flag=True, help="Continue the run in --out exactly where it stopped.")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@click.option("--workers", type=int, default=4, show_default=True, help="Data loader processes per rank.")
+@click.option("--device", type=click.Choice(DEVICES), default="cpu", show_default=True)
+@click.option("--workers", type=int, default=None, help=_WORKERS_HELP)
 @click.option(
     "--checkpoint-every", type=int, default=1000, show_default=True, help="Steps between checkpoints."
 )
@@ -113,26 +209,20 @@ def _common_data_options(function):
 )
 @click.option("--knn-max-samples", type=int, default=None, help="Cap on the monitor's memory and query sets.")
 @click.option(
-    "--gpu-augment",
-    type=click.Choice(["off", "decode", "jpeg"]),
-    default="off",
-    show_default=True,
+    "--gpu-augment", type=click.Choice(GPU_AUGMENT_MODES), default="off", show_default=True,
     help="Make the two views on --device: workers only decode (decode) or read JPEG bytes (jpeg).",
-)
+)  # fmt: skip
 @click.option("--synthetic-size", type=int, default=None, help="Images in the synthetic dataset [2048].")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def pretrain(**options) -> None:
+def pretrain(resume: bool, quiet: bool, **settings) -> None:
     from mitool.vision.config import PretrainConfig
     from mitool.vision.train import TrainingDiverged
     from mitool.vision.train import pretrain as run_pretraining
 
     set_threads_to_free_cores()
-    resume, quiet = options.pop("resume"), options.pop("quiet")
-    options["compile"] = options.pop("compile_model")
-    config = PretrainConfig(**options)
     try:
-        summary = run_pretraining(config, resume=resume, progress=not quiet)
+        summary = run_pretraining(PretrainConfig(**settings), resume=resume, progress=not quiet)
     except TrainingDiverged as error:
         raise click.ClickException(str(error)) from None
     if not quiet:
@@ -141,14 +231,14 @@ def pretrain(**options) -> None:
 
 @vision.command()
 @click.option("--checkpoint", required=True, help="A pretraining checkpoint (OUT/checkpoint.pt).")
-@_common_data_options
+@_dataset_options(None, "Dataset [the pretraining run's].")
 @click.option("--image-size", type=int, default=None, help="[the pretraining run's]")
 @click.option("-k", "k", type=int, default=200, show_default=True)
 @click.option("--temperature", type=float, default=0.1, show_default=True)
 @click.option("--batch-size", type=int, default=256, show_default=True)
-@click.option("--workers", type=int, default=4, show_default=True)
+@click.option("--workers", type=int, default=None, help=_WORKERS_HELP)
 @click.option("--max-samples", type=int, default=None, help="Cap on memory and query sets (evenly spaced).")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--device", type=click.Choice(DEVICES), default="cpu", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def knn(checkpoint, dataset, data_dir, image_size, k, temperature, batch_size, workers, max_samples, device,
@@ -157,6 +247,7 @@ def knn(checkpoint, dataset, data_dir, image_size, k, temperature, batch_size, w
     test split scored)."""
     import torch
 
+    from mitool.vision.data import default_workers
     from mitool.vision.evaluate import evaluate_knn, load_backbone
 
     set_threads_to_free_cores()
@@ -171,6 +262,7 @@ def knn(checkpoint, dataset, data_dir, image_size, k, temperature, batch_size, w
     synthetic = (
         {"size": config["synthetic_size"]} if name == "synthetic" and config.get("synthetic_size") else {}
     )
+    workers = default_workers() if workers is None else workers
     result = evaluate_knn(
         backbone, name, directory, image_size or config["image_size"], torch.device(device), k, temperature,
         batch_size, workers, max_samples, progress=not quiet, synthetic_options=synthetic,
@@ -185,7 +277,7 @@ def knn(checkpoint, dataset, data_dir, image_size, k, temperature, batch_size, w
 @vision.command()
 @click.option("--checkpoint", required=True, help="A pretraining checkpoint (OUT/checkpoint.pt).")
 @click.option("--out", required=True, help="Directory for linear.pt and linear.json.")
-@_common_data_options
+@_dataset_options(None, "Dataset [the pretraining run's].")
 @click.option("--image-size", type=int, default=None, help="[the pretraining run's]")
 @click.option("--epochs", type=int, default=100, show_default=True)
 @click.option(
@@ -201,14 +293,15 @@ def knn(checkpoint, dataset, data_dir, image_size, k, temperature, batch_size, w
 @click.option(
     "--augment/--no-augment", default=True, show_default=True, help="Crop+flip (else cached features)."
 )
-@click.option("--workers", type=int, default=4, show_default=True)
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--workers", type=int, default=None, help=_WORKERS_HELP)
+@click.option("--device", type=click.Choice(DEVICES), default="cpu", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--resume", is_flag=True, help="Continue from OUT/linear.pt.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def linear(resume, as_json, quiet, milestones, **options) -> None:
+def linear(resume, as_json, quiet, milestones, workers, **options) -> None:
     """Linear protocol on the frozen backbone (MoCo's: lr 30, 100 epochs, decay at 60 and 80)."""
+    from mitool.vision.data import default_workers
     from mitool.vision.linear import LinearConfig, linear_evaluation
 
     set_threads_to_free_cores()
@@ -218,7 +311,9 @@ def linear(resume, as_json, quiet, milestones, **options) -> None:
         raise ValueError(
             f"--milestones must be comma-separated epochs such as 60,80, got {milestones!r}"
         ) from None
-    result = linear_evaluation(LinearConfig(milestones=parsed, **options), resume=resume, progress=not quiet)
+    workers = default_workers() if workers is None else workers
+    config = LinearConfig(milestones=parsed, workers=workers, **options)
+    result = linear_evaluation(config, resume=resume, progress=not quiet)
     if as_json:
         click.echo(json.dumps({key: result[key] for key in ("top1", "top5", "epochs")}))
     else:

@@ -127,15 +127,25 @@ def test_missing_or_empty_dataset_directories_are_clear_errors(tmp_path) -> None
     ("arguments", "fragments"),
     [
         (["--method", "simclr", "--negatives", "16"], ["negatives does not apply to simclr"]),
-        (["--loss", "infonce", "--alpha", "3"], ["alpha applies to the eqco loss only"]),
-        (["--batch-size", "1"], ["batch_size must be >= 2"]),
-        (["--temperature", "0"], ["temperature must be > 0"]),
-        (["--method", "simo", "--negatives", "40"], ["negatives (40) must be < batch_size (8)"]),
-        (["--method", "moco", "--bn-splits", "3"], ["multiple of bn_splits (3)"]),
-        (["--key-momentum", "1.5"], ["key_momentum must be in [0, 1)"]),
+        (
+            ["--loss", "infonce", "--alpha", "3"],
+            ["--alpha applies to the eqco loss only, not 'infonce'; got 3"],
+        ),
+        (["--loss", "eqco", "--sigma", "3"], ["--sigma applies to the dclw loss only, not 'eqco'; got 3"]),
+        (["--batch-size", "1"], ["--batch-size must be a whole number >= 2, got 1"]),
+        (["--temperature", "0"], ["--temperature must be a finite number > 0, got 0"]),
+        (
+            ["--method", "simo", "--negatives", "40"],
+            ["--negatives must be less than the global batch (8)", "got 40"],
+        ),
+        (
+            ["--method", "moco", "--bn-splits", "3"],
+            ["--batch-size must be a multiple of moco's 3 split-BN groups"],
+        ),
+        (["--key-momentum", "1.5"], ["--key-momentum must be a finite number >= 0 and < 1, got 1.5"]),
         (["--method", "byol"], ["Invalid value for '--method'"]),
-        (["--precision", "fp16"], ["fp16 needs device cuda"]),
-        (["--gpu-augment", "jpeg"], ["gpu_augment jpeg is for dataset imagefolder only"]),
+        (["--precision", "fp16"], ["--precision fp16 needs device cuda"]),
+        (["--gpu-augment", "jpeg"], ["--gpu-augment jpeg is for dataset imagefolder only"]),
         (["--gpu-augment", "gpu"], ["Invalid value for '--gpu-augment'"]),
     ],
 )

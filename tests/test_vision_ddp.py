@@ -15,8 +15,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as multiprocessing
 
-from mitool.vision.config import PretrainConfig, build_method, resolve_defaults
+from mitool.vision.config import PretrainConfig, resolve_defaults
 from mitool.vision.distributed import CrossRankBatchNorm, wrap_for_data_parallel
+from mitool.vision.methods import build_method
 from mitool.vision.train import training_step
 
 TOLERANCE = 2e-5
@@ -66,7 +67,7 @@ def _shuffled_and_plain_keys(rank: int, world: int) -> torch.Tensor:
     model = build_method(config, 3, torch.device("cpu")).eval()
     images = _global_batch()[1][rank * GLOBAL_BATCH // world : (rank + 1) * GLOBAL_BATCH // world]
     with torch.no_grad():
-        return torch.stack([model.keys(images), model._key(images)])
+        return torch.stack([model.keys(images), model.key_embeddings(images)])
 
 
 def _worker(rank: int, world: int, directory: str) -> None:

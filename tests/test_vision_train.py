@@ -13,8 +13,8 @@ import torch
 from mitool import bounds
 from mitool.bounds import BoundResult
 from mitool.vision import checkpoint as checkpoints
-from mitool.vision import config as vision_config
 from mitool.vision.config import PretrainConfig
+from mitool.vision.simclr import SimCLR
 from mitool.vision.train import TrainingDiverged, learning_rate, pretrain
 
 
@@ -129,7 +129,7 @@ def test_rng_states_round_trip() -> None:
 def test_nan_loss_stops_the_run_naming_the_step_and_keeps_the_last_checkpoint(tmp_path, monkeypatch) -> None:
     calls = {"count": 0}
 
-    def poisoned_bound(config):
+    def poisoned_bound(method):
         def bound(pos, neg):
             calls["count"] += 1
             result = bounds.infonce(pos, neg)
@@ -139,7 +139,7 @@ def test_nan_loss_stops_the_run_naming_the_step_and_keeps_the_last_checkpoint(tm
 
         return bound
 
-    monkeypatch.setattr(vision_config, "bound_for", poisoned_bound)
+    monkeypatch.setattr(SimCLR, "scores_bound", poisoned_bound)
     out = tmp_path / "run"
     with pytest.raises(TrainingDiverged, match=r"loss is nan at step 3 .*last good checkpoint: .*\(step 2\)"):
         pretrain(_config(out, "simclr", max_steps=6, checkpoint_every=2, knn_every=0), progress=False)

@@ -1,35 +1,183 @@
-"""Pieces shared by the momentum methods (MoCo, SiMo): the choice of bound and the EMA update.
+"""What the contrastive methods share: the rules a method gives the training loop and the command
+line (:class:`ContrastiveMethod`), and the momentum encoder of MoCo and SiMo (:class:`MomentumMethod`).
 
-Their scores are cosine similarities divided by a temperature tau: queries and keys are
-L2-normalised embeddings, so q . k = cos(q, k) and the scores lie in [-1/tau, 1/tau]. The methods
-hand the embeddings to :func:`mitool.fused.contrastive_bound`, which forms the scores chunk by
-chunk and evaluates the named bound of :mod:`mitool.bounds` on them.
+A method is one class in one file (:mod:`~mitool.vision.moco`, :mod:`~mitool.vision.simo`,
+:mod:`~mitool.vision.simclr`), listed in :data:`mitool.vision.methods.METHODS`. Its scores are
+cosine similarities divided by a temperature tau: queries and keys are L2-normalised embeddings,
+so q . k = cos(q, k) and the scores lie in [-1/tau, 1/tau]. The loss is a bound of the InfoNCE
+family of :data:`mitool.bounds.BOUNDS`, named by ``loss`` with its options (eqco's alpha, dclw's
+sigma) read from that table.
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
 import torch
-from torch import nn
+import torch.nn.functional as F
+from torch import Tensor, nn
 
 from mitool import bounds, checks
+from mitool.bounds import BoundResult
 
-__all__ = ["check_bound", "momentum_update"]
+if TYPE_CHECKING:
+    from mitool.vision.config import PretrainConfig
+
+__all__ = ["EMBEDDING_DIM", "ContrastiveMethod", "MakeBackbone", "MomentumMethod", "momentum_update"]
+
+EMBEDDING_DIM = 128
+"""Width of the embeddings the heads produce (every method's paper uses 128)."""
+
+MakeBackbone = Callable[[], tuple[nn.Module, int]]
+"""Returns a new (backbone, feature_width); see :func:`mitool.vision.backbones.build_backbone`."""
 
 
-def check_bound(name: str, options: dict[str, float] | None) -> tuple[str, dict[str, float]]:
-    """``(name, options)`` checked for :func:`mitool.fused.contrastive_bound`: name one of
-    :data:`mitool.bounds.INFONCE_FAMILY`, the options given (None counts as not given) among the
-    bound's in :data:`mitool.bounds.BOUNDS` and valid; an option set from the scores' temperature
-    (dclw's temperature) is the method's own and may not be given. ValueError otherwise."""
-    entry = bounds.BOUNDS[checks.choice("bound", name, bounds.INFONCE_FAMILY)]
-    given = {key: value for key, value in (options or {}).items() if value is not None}
-    for option in entry.options:
-        if option.score_temperature and option.name in given:
-            raise checks.ParameterError(
-                option.name, f"of bound {name!r} is the method's own temperature; leave it out"
-            )
-    checked = entry.check_options(given)
-    return name, {key: checked[key] for key in given}
+class ContrastiveMethod(nn.Module):
+    """A contrastive method: ``forward(view_1, view_2)`` -> the bound's result (loss, mi, npc).
+
+    Subclasses set the class attributes that describe the method and may override the class
+    methods that state its rules:
+
+    name: the ``--method`` value. summary: one line for ``--help``.
+    defaults: what a setting of :class:`~mitool.vision.config.PretrainConfig` left unset becomes
+        for this method (the paper's values); an option of a bound (eqco's alpha) applies when
+        that loss is chosen.
+    dataset_defaults: per dataset name, settings that replace ``defaults`` for that dataset.
+    negatives_meaning: what ``negatives`` (K) means for the method; None when K is not a setting.
+    """
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    defaults: ClassVar[Mapping[str, Any]]
+    dataset_defaults: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+    negatives_meaning: ClassVar[str | None] = None
+
+    def __init__(self, loss: str | None, loss_options: Mapping[str, float] | None, temperature: float | None):
+        super().__init__()
+        self.loss = checks.choice("loss", loss or self.defaults["loss"], bounds.INFONCE_FAMILY)
+        self.loss_options = self.options_of_loss(self.loss, loss_options)
+        self.temperature = checks.positive("temperature", self.setting("temperature", temperature))
+
+    # -- the method's rules ------------------------------------------------------------------
+
+    @classmethod
+    def defaults_for(cls, dataset: str | None = None) -> dict[str, Any]:
+        """The method's defaults, with those of ``dataset`` over them."""
+        return {**cls.defaults, **cls.dataset_defaults.get(dataset or "", {})}
+
+    @classmethod
+    def setting(cls, name: str, value: Any) -> Any:
+        """``value``, or the method's default for setting ``name`` when it is None."""
+        return cls.defaults[name] if value is None else value
+
+    @classmethod
+    def options_of_loss(
+        cls, loss: str, given: Mapping[str, float | None] | None, dataset: str | None = None
+    ) -> dict[str, float]:
+        """The options of bound ``loss`` (:data:`mitool.bounds.BOUNDS`): those given (None counts as
+        not given), else the method's defaults (for ``dataset``), else the table's, checked.
+        ParameterError for an option the loss does not take; one that is the scores' temperature
+        (dclw's) is the method's ``temperature`` and may not be given either."""
+        bound = bounds.BOUNDS[loss]
+        own = [option.name for option in bound.options if not option.score_temperature]
+        given = {name: value for name, value in (given or {}).items() if value is not None}
+        for name, value in given.items():
+            if name not in own:
+                raise checks.ParameterError(name, _not_an_option_of(loss, name, value))
+        defaults = {name: value for name, value in cls.defaults_for(dataset).items() if name in own}
+        options = bound.pick_options({**defaults, **given})
+        return {name: options[name] for name in own}
+
+    @classmethod
+    def from_config(cls, config: PretrainConfig, make_backbone: MakeBackbone) -> ContrastiveMethod:
+        """The method built from a resolved config (see :func:`mitool.vision.methods.build_method`)."""
+        raise NotImplementedError
+
+    @classmethod
+    def check_sizes(cls, config: PretrainConfig, world: int) -> None:
+        """ParameterError when the batch, K or the BN groups do not fit together (``world`` processes)."""
+
+    @classmethod
+    def usable_rows(cls, rows: int, config: PretrainConfig, world: int) -> int:
+        """How many of ``rows`` images of a batch (fewer than the batch after unreadable images
+        were left out) the method can train on; 0 to skip the batch."""
+        return rows if rows >= 2 else 0
+
+    @classmethod
+    def batch_norm(cls, config: PretrainConfig, world: int) -> str:
+        """The BatchNorm of the run: "sync" (global-batch statistics), "split" (split-BN groups on
+        one process) or "local" (each process its own, shuffle-BN)."""
+        return "sync"
+
+    @classmethod
+    def describe_negatives(cls, config: PretrainConfig) -> str:
+        """The negatives of a run in a few words, for figure titles."""
+        return f"K = {config.negatives}"
+
+    # -- pieces of the forward pass ----------------------------------------------------------
+
+    def scores_bound(self) -> Callable[[Tensor, Tensor], BoundResult]:
+        """The bound as a function ``(pos, neg) -> BoundResult`` of scores (similarities / tau)."""
+        bound = bounds.BOUNDS[self.loss]
+        temperature = {option.name: self.temperature for option in bound.options if option.score_temperature}
+        return bounds.get(self.loss, **self.loss_options, **temperature)
+
+
+class MomentumMethod(ContrastiveMethod):
+    """A query encoder (backbone f and head g, trained) and a key encoder (f', g'), a deep copy
+    that follows it as an exponential moving average (He et al. 2020, eq. 2):
+
+        q = normalize(g(f(x)))          k = normalize(g'(f'(x)))
+        theta' <- m theta' + (1 - m) theta          before each step
+    """
+
+    def __init__(
+        self,
+        make_backbone: MakeBackbone,
+        make_head: Callable[[int, int], nn.Module],
+        embedding_dim: int,
+        key_momentum: float | None,
+        loss: str | None,
+        loss_options: Mapping[str, float] | None,
+        temperature: float | None,
+    ) -> None:
+        super().__init__(loss, loss_options, temperature)
+        self.backbone, feature_width = make_backbone()
+        self.head = make_head(feature_width, embedding_dim)
+        self.key_backbone = copy.deepcopy(self.backbone).requires_grad_(False)
+        self.key_head = copy.deepcopy(self.head).requires_grad_(False)
+        self.key_momentum = checks.number(
+            "key_momentum", self.setting("key_momentum", key_momentum), minimum=0.0, below=1.0
+        )
+
+    @torch.no_grad()
+    def update_key_encoder(self) -> None:
+        """theta' <- m theta' + (1 - m) theta for the backbone and the head."""
+        momentum_update(self.key_backbone, self.backbone, self.key_momentum)
+        momentum_update(self.key_head, self.head, self.key_momentum)
+
+    def query_embeddings(self, images: Tensor) -> Tensor:
+        """q = normalize(g(f(images))), with gradient: (N, D)."""
+        return F.normalize(self.head(self.backbone(images)), dim=1)
+
+    @torch.no_grad()
+    def key_embeddings(self, images: Tensor) -> Tensor:
+        """k = normalize(g'(f'(images))), without gradient: (N, D)."""
+        return F.normalize(self.key_head(self.key_backbone(images)), dim=1)
+
+
+def _not_an_option_of(loss: str, name: str, value: object) -> str:
+    if name in bounds.BOUNDS[loss].option_names:
+        return f"of loss {loss!r} is the method's own temperature; leave it out (got {value!r})"
+    takers = [
+        bound.name
+        for bound in bounds.BOUNDS.values()
+        if bound.infonce_family and any(o.name == name and not o.score_temperature for o in bound.options)
+    ]
+    allowed = f"applies to the {' and '.join(takers)} loss only" if takers else "is not an option of any loss"
+    return f"{allowed}, not {loss!r}; got {value!r}"
 
 
 @torch.no_grad()

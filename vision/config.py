@@ -1,103 +1,101 @@
-"""The settings of a pretraining run, the per-method defaults from the papers, and the model builder.
+"""The settings of a pretraining run, and how the unset ones get their values.
 
-Per-method defaults (what an option left unset becomes; see :data:`METHOD_DEFAULTS`):
+A setting left ``None`` in :class:`PretrainConfig` takes, in this order, the value its method
+gives for the run's dataset (``dataset_defaults`` of the method's class), the method's own
+default (``defaults``: the paper's values, see :mod:`mitool.vision.moco`, :mod:`~mitool.vision.simo`
+and :mod:`~mitool.vision.simclr`), then :data:`DEFAULTS` below. The loss's options (eqco's alpha,
+dclw's sigma) are those of :data:`mitool.bounds.BOUNDS`, defaulted the same way. The methods
+themselves are looked up in :data:`mitool.vision.methods.METHODS`.
 
-======== ======== ============ ======= ===== ======= ======== ======== ===================
-method   loss     negatives K  alpha   tau   base lr warmup   key m    batch / epochs
-======== ======== ============ ======= ===== ======= ======== ======== ===================
-moco     infonce  65536 queue  -       0.2   0.03    0        0.999    256 / 200
-simo     eqco     16 sampled   256     0.2   0.03    5 ep.    0.999    256 / 200
-simclr   infonce  2N - 2 batch -       0.1   0.3     10 ep.   -        256 / 200
-======== ======== ============ ======= ===== ======= ======== ======== ===================
-
-MoCo v2 (Chen et al. 2020) and SiMo (the EqCo paper's released configuration): SGD lr 0.03 at
-batch 256, tau 0.2, m 0.999, 200 epochs; the SiMo paper uses a warmup without stating its length
-(5 epochs here, our choice). SimCLR (Chen et al. 2020): lr 0.3 x batch / 256 with 10 warmup
-epochs and tau 0.1 (SimCLR trains with LARS; here plain SGD); the DCL paper's ImageNet runs are
-batch 256, 200 epochs. All methods: SGD momentum 0.9, weight decay 1e-4, cosine decay after the
-warmup, lr = base_lr x global_batch / 256.
+All methods: SGD momentum 0.9, weight decay 1e-4, cosine decay after the warmup,
+lr = base_lr x global_batch / 256, 200 epochs, global batch 256.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-import torch
-from torch import nn
-
-from mitool import bounds
-from mitool.vision import distributed
-from mitool.vision.backbones import ARCHITECTURES, build_backbone, split_batch_norm
-from mitool.vision.moco import MoCo
-from mitool.vision.simclr import SimCLR
-from mitool.vision.simo import SiMo
+from mitool import bounds, checks
+from mitool.vision.backbones import ARCHITECTURES
+from mitool.vision.common import EMBEDDING_DIM, ContrastiveMethod
+from mitool.vision.data import DATASETS
+from mitool.vision.gpu_augment import DEVICE_AUGMENT_MODES
+from mitool.vision.methods import METHODS, method_class
 
 __all__ = [
-    "LOSSES",
-    "METHODS",
-    "METHOD_DEFAULTS",
+    "BN_MODES",
+    "DEFAULTS",
+    "DEVICES",
     "GPU_AUGMENT_MODES",
+    "LOSSES",
+    "LOSS_OPTION_SETTINGS",
+    "METHODS",
+    "PRECISIONS",
     "PretrainConfig",
-    "build_method",
+    "method_class",
     "resolve_defaults",
 ]
 
-METHODS: tuple[str, ...] = ("moco", "simo", "simclr")
 LOSSES: tuple[str, ...] = bounds.INFONCE_FAMILY
+LOSS_OPTION_SETTINGS: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        option.name
+        for name in LOSSES
+        for option in bounds.BOUNDS[name].options
+        if not option.score_temperature
+    )
+)
+"""The settings that are options of a loss (from the table of bounds: eqco's alpha, dclw's sigma)."""
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
+DEVICES: tuple[str, ...] = ("cpu", "cuda")
 BN_MODES: tuple[str, ...] = ("shuffle", "sync")
-GPU_AUGMENT_MODES: tuple[str, ...] = ("off", "decode", "jpeg")
+GPU_AUGMENT_MODES: tuple[str, ...] = ("off", *DEVICE_AUGMENT_MODES)
 """Where the two views are made: "off" in the loader workers (torchvision on the CPU); "decode"
 workers decode, the views are made on the run's device (:mod:`mitool.vision.gpu_augment`); "jpeg" workers
 read the JPEG bytes, decoded and augmented on the device (imagefolder only)."""
 
-METHOD_DEFAULTS: dict[str, dict[str, object]] = {
-    "moco": dict(loss="infonce", negatives=65536, temperature=0.2, base_lr=0.03, warmup_epochs=0.0),
-    "simo": dict(loss="eqco", negatives=16, temperature=0.2, base_lr=0.03, warmup_epochs=5.0),
-    "simclr": dict(loss="infonce", negatives=None, temperature=0.1, base_lr=0.3, warmup_epochs=10.0),
-}
-"""Defaults that differ between the methods; every other default is a field default below."""
-
-DEFAULT_ALPHA = 256.0
-"""EqCo's alpha when the eqco bound is chosen and --alpha is not given (SiMo's batch-256 setting)."""
+DEFAULTS: dict[str, Any] = dict(epochs=200, batch_size=256, weight_decay=1e-4, sgd_momentum=0.9)
+"""What a setting left None becomes when neither its method nor the dataset says otherwise."""
 
 
 @dataclass
 class PretrainConfig:
-    """Everything that defines a pretraining run. ``None`` means: the method's default
-    (:data:`METHOD_DEFAULTS`), or for image_size the dataset's own size, for small_stem "yes for
-    images of 96 pixels or less", for precision "bf16 on CUDA, fp32 on CPU"."""
+    """Everything that defines a pretraining run. ``None`` means: the default of the method for
+    the dataset (see the module's docstring), or for image_size the dataset's own size, for
+    small_stem "yes for images of 96 pixels or less", for precision "bf16 on CUDA, fp32 on CPU",
+    for workers a number sized to the free cores (chosen when the run starts), for negatives
+    and key_momentum of a method that has none: not used."""
 
     method: str = "moco"
     loss: str | None = None
     negatives: int | None = None
     alpha: float | None = None
-    sigma: float = 0.5
+    sigma: float | None = None
     temperature: float | None = None
     arch: str = "resnet50"
     dataset: str = "imagefolder"
     data_dir: str | None = None
     image_size: int | None = None
-    epochs: int = 200
-    batch_size: int = 256
+    epochs: int | None = None
+    batch_size: int | None = None
     out: str = "runs/pretrain"
     max_steps: int | None = None
     max_minutes: float | None = None
     device: str = "cpu"
-    workers: int = 4
+    workers: int | None = None
     base_lr: float | None = None
     warmup_epochs: float | None = None
-    weight_decay: float = 1e-4
-    sgd_momentum: float = 0.9
-    key_momentum: float = 0.999
+    weight_decay: float | None = None
+    sgd_momentum: float | None = None
+    key_momentum: float | None = None
     symmetric: bool = False
     bn_mode: str = "shuffle"
     bn_splits: int = 8
     small_stem: bool | None = None
     zero_init_residual: bool = False
-    embedding_dim: int = 128
+    embedding_dim: int = EMBEDDING_DIM
     precision: str | None = None
     compile: bool = False
     checkpoint_every: int = 1000
@@ -114,135 +112,83 @@ class PretrainConfig:
     def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
+    def loss_options(self) -> dict[str, float]:
+        """The options of the loss that are set (after :func:`resolve_defaults`: exactly the loss's)."""
+        return {name: getattr(self, name) for name in LOSS_OPTION_SETTINGS if getattr(self, name) is not None}
 
-def _check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
-
-
-def _check_at_least(name: str, value: float | None, low: float, strict: bool = False) -> None:
-    if value is None:
-        return
-    if value < low or (strict and value == low):
-        raise ValueError(f"{name} must be {'>' if strict else '>='} {low}, got {value}")
+    def synthetic_options(self) -> dict[str, int]:
+        """The options of the synthetic dataset that the run sets (its size), else {}."""
+        return {"size": self.synthetic_size} if self.dataset == "synthetic" and self.synthetic_size else {}
 
 
 def resolve_defaults(config: PretrainConfig, native_image_size: int | None = None) -> PretrainConfig:
-    """A copy of ``config`` with every ``None`` replaced by its default, checked; ValueError
-    naming the option and the allowed values on bad input."""
-    _check_choice("method", config.method, METHODS)
-    defaults = METHOD_DEFAULTS[config.method]
-    values = {key: getattr(config, key) if getattr(config, key) is not None else default
-              for key, default in defaults.items()}  # fmt: skip
-    _check_choice("loss", values["loss"], LOSSES)
-    if config.method == "simclr" and config.negatives is not None:
-        raise ValueError(
-            "negatives does not apply to simclr (it uses all 2N - 2 in-batch negatives); leave it out"
-        )
-    alpha = config.alpha
-    if values["loss"] == "eqco" and alpha is None:
-        alpha = DEFAULT_ALPHA
-    if values["loss"] != "eqco" and alpha is not None:
-        raise ValueError(f"alpha applies to the eqco loss only, not {values['loss']!r}")
-    _check_choice("arch", config.arch, ARCHITECTURES)
-    _check_choice("device", config.device, ("cpu", "cuda"))
-    _check_choice("bn_mode", config.bn_mode, BN_MODES)
-    _check_choice("gpu_augment", config.gpu_augment, GPU_AUGMENT_MODES)
-    if config.gpu_augment == "jpeg" and config.dataset != "imagefolder":
-        raise ValueError(
-            f"gpu_augment jpeg is for dataset imagefolder only (use decode for {config.dataset})"
-        )
-    precision = config.precision or ("bf16" if config.device == "cuda" else "fp32")
-    _check_choice("precision", precision, PRECISIONS)
-    if precision == "fp16" and config.device != "cuda":
-        raise ValueError("precision fp16 needs device cuda (use fp32 or bf16 on cpu)")
-    image_size = config.image_size or native_image_size
-    for name in (
-        "epochs",
-        "batch_size",
-        "bn_splits",
-        "embedding_dim",
-        "checkpoint_every",
-        "log_every",
-        "knn_k",
-    ):
-        _check_at_least(name, getattr(config, name), 1)
-    _check_at_least("batch_size", config.batch_size, 2)
-    _check_at_least("image_size", image_size, 8)
-    _check_at_least("max_steps", config.max_steps, 1)
-    _check_at_least("max_minutes", config.max_minutes, 0, strict=True)
-    _check_at_least("workers", config.workers, 0)
-    _check_at_least("knn_every", config.knn_every, 0)
-    _check_at_least("knn_max_samples", config.knn_max_samples, 1)
-    _check_at_least("negatives", values["negatives"], 1)
-    _check_at_least("warmup_epochs", values["warmup_epochs"], 0)
-    _check_at_least("weight_decay", config.weight_decay, 0)
-    positive = {
-        "temperature": values["temperature"],
-        "base_lr": values["base_lr"],
-        "alpha": alpha,
-        "sigma": config.sigma,
-        "knn_temperature": config.knn_temperature,
-    }
-    for name, value in positive.items():
-        _check_at_least(name, value, 0, strict=True)
-    for name, value in (("key_momentum", config.key_momentum), ("sgd_momentum", config.sgd_momentum)):
-        if not 0 <= value < 1:
-            raise ValueError(f"{name} must be in [0, 1), got {value}")
-    small_stem = config.small_stem if config.small_stem is not None else (image_size or 224) <= 96
-    return dataclasses.replace(
-        config, alpha=alpha, precision=precision, image_size=image_size, small_stem=small_stem, **values
+    """A copy of ``config`` with every ``None`` that has a default replaced by it, checked;
+    :class:`mitool.checks.ParameterError` naming the setting, its value and what is allowed."""
+    method = method_class(config.method)
+    values = _method_defaults(config, method)
+    loss = checks.choice("loss", values.get("loss", config.loss), LOSSES)
+    options = method.options_of_loss(
+        loss, {name: getattr(config, name) for name in LOSS_OPTION_SETTINGS}, config.dataset
     )
+    values.update({name: options.get(name) for name in LOSS_OPTION_SETTINGS})
+    image_size = config.image_size or native_image_size
+    resolved = dataclasses.replace(
+        config,
+        precision=config.precision or ("bf16" if config.device == "cuda" else "fp32"),
+        image_size=image_size,
+        small_stem=config.small_stem if config.small_stem is not None else (image_size or 224) <= 96,
+        **values,
+    )
+    check(resolved)
+    return resolved
 
 
-def bound_for(config: PretrainConfig) -> Callable:
-    """``mitool.bounds.get`` for the config's loss with its options (alpha; sigma and tau for dclw):
-    the bound SimCLR applies to its in-batch scores."""
-    if config.loss == "eqco":
-        return bounds.get("eqco", alpha=config.alpha)
-    if config.loss == "dclw":
-        return bounds.get("dclw", sigma=config.sigma, temperature=config.temperature)
-    return bounds.get(config.loss)
-
-
-def bound_options_for(config: PretrainConfig) -> dict[str, float]:
-    """The options MoCo and SiMo pass with the loss's name to ``mitool.fused.contrastive_bound``:
-    alpha for eqco, sigma for dclw (whose temperature is the method's), none otherwise."""
-    if config.loss == "eqco":
-        return {"alpha": config.alpha}
-    if config.loss == "dclw":
-        return {"sigma": config.sigma}
-    return {}
-
-
-def build_method(config: PretrainConfig, in_channels: int, device: torch.device) -> nn.Module:
-    """The method's module (query encoder, head, and the momentum encoder and queue where the
-    method has them) on ``device`` in channels_last layout, with BatchNorm set up for the run:
-    split-BN (moco, shuffle mode, one process), synchronised BN (simo and simclr always, moco in
-    sync mode) when several processes run. ``config`` must have gone through resolve_defaults."""
-    several = distributed.world_size() > 1
-    norm_layer = None
-    if config.method == "moco" and config.bn_mode == "shuffle" and not several and config.bn_splits > 1:
-        norm_layer = split_batch_norm(config.bn_splits)
-
-    def make_backbone() -> tuple[nn.Module, int]:
-        return build_backbone(
-            config.arch, in_channels, config.small_stem, config.zero_init_residual, norm_layer
+def _method_defaults(config: PretrainConfig, method: type[ContrastiveMethod]) -> dict[str, Any]:
+    """The unset settings that the dataset's row, the method's row or :data:`DEFAULTS` give."""
+    if method.negatives_meaning is None and config.negatives is not None:
+        raise checks.ParameterError(
+            "negatives",
+            f"does not apply to {method.name} ({method.summary}); leave it out, got {config.negatives}",
         )
+    defaults = {**DEFAULTS, **method.defaults_for(config.dataset)}
+    return {
+        name: value
+        for name, value in defaults.items()
+        if name not in LOSS_OPTION_SETTINGS and getattr(config, name) is None
+    }
 
-    if config.method == "moco":
-        model: nn.Module = MoCo(
-            make_backbone, config.loss, bound_options_for(config), config.temperature, config.negatives,
-            config.key_momentum, config.embedding_dim, config.symmetric,
-            shuffle_bn=config.bn_mode == "shuffle",
-        )  # fmt: skip
-    elif config.method == "simo":
-        model = SiMo(
-            make_backbone, config.loss, bound_options_for(config), config.temperature, config.negatives,
-            config.key_momentum, config.embedding_dim,
-        )  # fmt: skip
-    else:
-        model = SimCLR(make_backbone, bound_for(config), config.temperature, config.embedding_dim)
-    if config.method != "moco" or config.bn_mode == "sync":
-        model = distributed.synchronise_batch_norm(model, device)
-    return model.to(device, memory_format=torch.channels_last)
+
+_WHOLE_NUMBERS: dict[str, int] = dict(
+    epochs=1, batch_size=2, bn_splits=1, embedding_dim=1, checkpoint_every=1, log_every=1, knn_k=1,
+    image_size=8, max_steps=1, workers=0, knn_every=0, knn_max_samples=1, negatives=1, synthetic_size=1,
+)  # fmt: skip
+"""Whole-number settings and their least values (None, where allowed, is not checked)."""
+_NUMBERS: dict[str, dict[str, float]] = dict(
+    warmup_epochs={"minimum": 0.0}, weight_decay={"minimum": 0.0}, temperature={"above": 0.0},
+    base_lr={"above": 0.0}, knn_temperature={"above": 0.0}, max_minutes={"above": 0.0},
+    key_momentum={"minimum": 0.0, "below": 1.0}, sgd_momentum={"minimum": 0.0, "below": 1.0},
+)  # fmt: skip
+"""Real-number settings and their limits (as :func:`mitool.checks.number` takes them)."""
+_CHOICES: dict[str, tuple[str, ...]] = dict(
+    method=tuple(METHODS), loss=LOSSES, arch=ARCHITECTURES, dataset=DATASETS, device=DEVICES,
+    bn_mode=BN_MODES, gpu_augment=GPU_AUGMENT_MODES, precision=PRECISIONS,
+)  # fmt: skip
+
+
+def check(config: PretrainConfig) -> None:
+    """ParameterError for the first setting of a resolved ``config`` that is out of range."""
+    for name, allowed in _CHOICES.items():
+        checks.choice(name, getattr(config, name), allowed)
+    values = config.to_dict()
+    for name, least in _WHOLE_NUMBERS.items():
+        if values[name] is not None:
+            checks.whole_number(name, values[name], minimum=least)
+    for name, limits in _NUMBERS.items():
+        if values[name] is not None:
+            checks.number(name, values[name], **limits)
+    if config.gpu_augment == "jpeg" and config.dataset != "imagefolder":
+        raise checks.ParameterError(
+            "gpu_augment", f"jpeg is for dataset imagefolder only (use decode for {config.dataset}), got jpeg"
+        )
+    if config.precision == "fp16" and config.device != "cuda":
+        raise checks.ParameterError("precision", "fp16 needs device cuda (use fp32 or bf16 on cpu), got fp16")

@@ -31,6 +31,8 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler, default_collate
 
+from mitool.runtime import free_cores
+
 __all__ = [
     "DATASETS",
     "FASHION_MNIST_DIR",
@@ -49,6 +51,7 @@ __all__ = [
     "augmentation_seed",
     "collate_skipping_unreadable",
     "dataset_info",
+    "default_workers",
     "load_dataset",
     "make_loader",
     "read_idx",
@@ -649,6 +652,18 @@ class SkippingDataLoader(DataLoader):
             carried = []
         if carried:
             yield None, torch.zeros(0, dtype=torch.int64), carried
+
+
+MAX_DEFAULT_WORKERS = 8
+
+
+def default_workers() -> int:
+    """Loader worker processes per training process when the number is not given: the free cores
+    (:func:`mitool.runtime.free_cores`) shared among the $LOCAL_WORLD_SIZE processes a launcher
+    such as torchrun starts on this machine, one core left to each training process itself, at
+    most :data:`MAX_DEFAULT_WORKERS` (0: batches are made in the training process)."""
+    processes_here = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
+    return max(0, min(MAX_DEFAULT_WORKERS, free_cores() // processes_here - 1))
 
 
 def make_loader(

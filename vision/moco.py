@@ -22,6 +22,11 @@ replace the oldest N entries of the queue of K keys (a first-in, first-out ring 
 The queue starts as random unit vectors; once it holds real keys (of a still untrained, nearly
 constant encoder) the loss sits near log(K + 1), and it falls slowly afterwards.
 
+Defaults (MoCo v2): InfoNCE, K = 65536, tau 0.2, m 0.999, SGD lr 0.03 x batch / 256 without
+warmup (:attr:`MoCo.defaults`). Sizes: the queue must hold at least the keys of one step (the
+global batch, twice that with the symmetric loss), and with split-BN the local batch must split
+into the BN groups.
+
 Head: Linear(w, w) -> ReLU -> Linear(w, 128), w the backbone's feature width (2048 for
 ResNet-50: the paper's 2048-2048-128), no BatchNorm. BatchNorm in the encoders: shuffle-BN (the
 key encoder sees the global batch in a random order split across ranks, so BN statistics cannot
@@ -34,61 +39,66 @@ Symmetric option: both views serve as queries, loss averaged over the 2B anchors
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from mitool import checks
 from mitool.bounds import BoundResult
 from mitool.fused import contrastive_bound
 from mitool.vision import distributed
-from mitool.vision.common import check_bound, momentum_update
+from mitool.vision.common import EMBEDDING_DIM, MakeBackbone, MomentumMethod
 
-__all__ = ["MoCo"]
+if TYPE_CHECKING:
+    from mitool.vision.config import PretrainConfig
+
+__all__ = ["MoCo", "mlp_head"]
 
 
-def mlp_head(feature_width: int, embedding_dim: int = 128) -> nn.Module:
+def mlp_head(feature_width: int, embedding_dim: int = EMBEDDING_DIM) -> nn.Module:
     """MoCo v2's head: Linear(w, w) -> ReLU -> Linear(w, embedding_dim), no BatchNorm."""
     return nn.Sequential(
         nn.Linear(feature_width, feature_width), nn.ReLU(), nn.Linear(feature_width, embedding_dim)
     )
 
 
-class MoCo(nn.Module):
+class MoCo(MomentumMethod):
     """MoCo v2. ``forward(view_1, view_2)`` -> the bound's result (loss, mi, npc) for the batch.
 
-    make_backbone: returns (backbone, feature_width); bound: the name of a bound of the InfoNCE
-    family (infonce, eqco, dcl, dclw) and bound_options its options (alpha for eqco, sigma for
-    dclw; dclw's temperature is ``temperature``); queue_size: K; shuffle_bn: shuffle the key
-    batch (across ranks under DDP, within the device otherwise, to pair with a split-BN
-    backbone); False when the BN is synchronised instead.
+    make_backbone: returns (backbone, feature_width); loss: a bound of the InfoNCE family (infonce,
+    eqco, dcl, dclw) and loss_options its options (dclw's temperature is ``temperature``);
+    queue_size: K; shuffle_bn: shuffle the key batch (across ranks under DDP, within the device
+    otherwise, to pair with a split-BN backbone); False when the BN is synchronised instead.
+    Settings left None take :attr:`defaults`.
     """
+
+    name = "moco"
+    summary = "MoCo v2: momentum encoder, a queue of K negative keys; head w-w-128 without BN, shuffle-BN"
+    defaults = dict(
+        loss="infonce", negatives=65536, temperature=0.2, key_momentum=0.999, base_lr=0.03,
+        warmup_epochs=0.0, alpha=256.0,
+    )  # fmt: skip
+    negatives_meaning = "the queue size"
 
     def __init__(
         self,
-        make_backbone: Callable[[], tuple[nn.Module, int]],
-        bound: str = "infonce",
-        bound_options: dict[str, float] | None = None,
-        temperature: float = 0.2,
-        queue_size: int = 65536,
-        key_momentum: float = 0.999,
-        embedding_dim: int = 128,
+        make_backbone: MakeBackbone,
+        loss: str | None = None,
+        loss_options: dict[str, float] | None = None,
+        temperature: float | None = None,
+        queue_size: int | None = None,
+        key_momentum: float | None = None,
+        embedding_dim: int = EMBEDDING_DIM,
         symmetric: bool = False,
         shuffle_bn: bool = True,
     ) -> None:
-        super().__init__()
-        if queue_size < 1:
-            raise ValueError(f"negatives (the MoCo queue size K) must be >= 1, got {queue_size}")
-        self.backbone, feature_width = make_backbone()
-        self.head = mlp_head(feature_width, embedding_dim)
-        self.key_backbone = copy.deepcopy(self.backbone).requires_grad_(False)
-        self.key_head = copy.deepcopy(self.head).requires_grad_(False)
-        self.bound, self.bound_options = check_bound(bound, bound_options)
-        self.temperature = temperature
-        self.key_momentum = key_momentum
+        super().__init__(
+            make_backbone, mlp_head, embedding_dim, key_momentum, loss, loss_options, temperature
+        )
+        queue_size = checks.whole_number("queue_size", self.setting("negatives", queue_size), minimum=1)
         self.symmetric = symmetric
         self.shuffle_bn = shuffle_bn
         self.register_buffer("queue", F.normalize(torch.randn(queue_size, embedding_dim), dim=1))
@@ -96,31 +106,66 @@ class MoCo(nn.Module):
         self._host_pointer: int | None = None  # the pointer's value on the host: reading the
         # buffer on a GPU would wait for the device at every step
 
+    @classmethod
+    def from_config(cls, config: PretrainConfig, make_backbone: MakeBackbone) -> MoCo:
+        return cls(
+            make_backbone, config.loss, config.loss_options(), config.temperature, config.negatives,
+            config.key_momentum, config.embedding_dim, config.symmetric, config.bn_mode == "shuffle",
+        )  # fmt: skip
+
+    @classmethod
+    def batch_norm(cls, config: PretrainConfig, world: int) -> str:
+        if config.bn_mode == "sync":
+            return "sync"
+        return "split" if world == 1 and config.bn_splits > 1 else "local"
+
+    @classmethod
+    def check_sizes(cls, config: PretrainConfig, world: int) -> None:
+        per_step = config.batch_size * (2 if config.symmetric else 1)
+        if config.negatives < per_step:
+            raise checks.ParameterError(
+                "negatives",
+                f"(moco's queue size K) must be at least the {per_step} keys enqueued per step "
+                f"(the global batch{', twice for the symmetric loss' if config.symmetric else ''}), "
+                f"got {config.negatives}",
+            )
+        local_batch = config.batch_size // world
+        if cls.batch_norm(config, world) == "split" and local_batch % config.bn_splits:
+            raise checks.ParameterError(
+                "batch_size",
+                f"must be a multiple of moco's {config.bn_splits} split-BN groups on one process "
+                f"(or use another number of groups, or bn_mode sync), got {config.batch_size}",
+            )
+
+    @classmethod
+    def usable_rows(cls, rows: int, config: PretrainConfig, world: int) -> int:
+        if cls.batch_norm(config, world) == "split":
+            rows -= rows % config.bn_splits  # every split-BN group the same size
+        return super().usable_rows(rows, config, world)
+
+    @classmethod
+    def describe_negatives(cls, config: PretrainConfig) -> str:
+        return f"queue K = {config.negatives}"
+
     def _load_from_state_dict(self, *arguments, **keywords) -> None:
         super()._load_from_state_dict(*arguments, **keywords)
         self._host_pointer = None  # read the loaded buffer at the next enqueue
-
-    def _query(self, images: Tensor) -> Tensor:
-        return F.normalize(self.head(self.backbone(images)), dim=1)
-
-    def _key(self, images: Tensor) -> Tensor:
-        return F.normalize(self.key_head(self.key_backbone(images)), dim=1)
 
     @torch.no_grad()
     def keys(self, images: Tensor) -> Tensor:
         """Keys of the local images (B, D), with shuffle-BN when enabled."""
         if not self.shuffle_bn:
-            return self._key(images)
+            return self.key_embeddings(images)
         if not distributed.is_distributed():
             order = torch.randperm(images.shape[0], device=images.device)
-            return self._key(images[order])[torch.argsort(order)]
+            return self.key_embeddings(images[order])[torch.argsort(order)]
         # across ranks: every rank encodes a random slice of the global batch, then the keys go
         # back to the rank (and position) their image came from
         all_images = distributed.gather_without_grad(images)
         order = torch.randperm(all_images.shape[0], device=images.device)
         dist.broadcast(order, src=0)
         rows, rank = images.shape[0], distributed.rank()
-        shuffled_keys = self._key(all_images[order[rank * rows : (rank + 1) * rows]])
+        shuffled_keys = self.key_embeddings(all_images[order[rank * rows : (rank + 1) * rows]])
         all_keys = distributed.gather_without_grad(shuffled_keys)[torch.argsort(order)]
         return all_keys[rank * rows : (rank + 1) * rows]
 
@@ -145,20 +190,18 @@ class MoCo(nn.Module):
         self.queue_pointer.fill_(self._host_pointer)
 
     def forward(self, view_1: Tensor, view_2: Tensor) -> BoundResult:
-        with torch.no_grad():
-            momentum_update(self.key_backbone, self.backbone, self.key_momentum)
-            momentum_update(self.key_head, self.head, self.key_momentum)
-        queries, keys = self._query(view_1), self.keys(view_2)
+        self.update_key_encoder()
+        queries, keys = self.query_embeddings(view_1), self.keys(view_2)
         if self.symmetric:
-            queries = torch.cat([queries, self._query(view_2)])
+            queries = torch.cat([queries, self.query_embeddings(view_2)])
             keys = torch.cat([keys, self.keys(view_1)])
         result = contrastive_bound(
             queries,
             keys.to(queries.dtype),
             self.queue.to(queries.dtype),
             self.temperature,
-            self.bound,
-            **self.bound_options,
+            self.loss,
+            **self.loss_options,
         )
         self.enqueue(distributed.gather_without_grad(keys))
         return result

@@ -22,11 +22,15 @@ batch; BatchNorm is synchronised across ranks. Both views go through the encoder
 2B images (one BN statistic for the two views, as in SimCLR).
 
 Head: Linear(w, w) -> BN -> ReLU -> Linear(w, 128), w the backbone's feature width.
+
+Defaults (:attr:`SimCLR.defaults`): InfoNCE, tau 0.1, SGD lr 0.3 x batch / 256 after 10 warmup
+epochs (SimCLR trains with LARS; here plain SGD). K is not a setting: every anchor has the 2N - 2
+other views of the batch as negatives.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -34,11 +38,15 @@ from torch import Tensor, nn
 
 from mitool.bounds import BoundResult
 from mitool.vision import distributed
+from mitool.vision.common import EMBEDDING_DIM, ContrastiveMethod, MakeBackbone
 
-__all__ = ["SimCLR", "in_batch_scores"]
+if TYPE_CHECKING:
+    from mitool.vision.config import PretrainConfig
+
+__all__ = ["SimCLR", "in_batch_scores", "projection_head"]
 
 
-def projection_head(feature_width: int, embedding_dim: int = 128) -> nn.Module:
+def projection_head(feature_width: int, embedding_dim: int = EMBEDDING_DIM) -> nn.Module:
     """Linear(w, w) -> BN -> ReLU -> Linear(w, embedding_dim)."""
     return nn.Sequential(
         nn.Linear(feature_width, feature_width),
@@ -72,25 +80,40 @@ def in_batch_scores(
     return pos, scores[keep].view(2 * local, 2 * total - 2)
 
 
-class SimCLR(nn.Module):
+class SimCLR(ContrastiveMethod):
     """SimCLR / DCL. ``forward(view_1, view_2)`` -> the bound's result over the 2B local anchors.
 
-    make_backbone: returns (backbone, feature_width); bound: ``mitool.bounds.get(...)``, e.g.
-    infonce (SimCLR), dcl or dclw (DCL).
+    make_backbone: returns (backbone, feature_width); loss: a bound of the InfoNCE family, e.g.
+    infonce (SimCLR), dcl or dclw (DCL), with loss_options its options (dclw's temperature is
+    ``temperature``). Settings left None take :attr:`defaults`.
     """
+
+    name = "simclr"
+    summary = "SimCLR / DCL: one encoder, the 2N - 2 other views of the batch as negatives; head with BN"
+    defaults = dict(loss="infonce", temperature=0.1, base_lr=0.3, warmup_epochs=10.0, alpha=256.0)
 
     def __init__(
         self,
-        make_backbone: Callable[[], tuple[nn.Module, int]],
-        bound: Callable[[Tensor, Tensor], BoundResult],
-        temperature: float = 0.1,
-        embedding_dim: int = 128,
+        make_backbone: MakeBackbone,
+        loss: str | None = None,
+        loss_options: dict[str, float] | None = None,
+        temperature: float | None = None,
+        embedding_dim: int = EMBEDDING_DIM,
     ) -> None:
-        super().__init__()
+        super().__init__(loss, loss_options, temperature)
         self.backbone, feature_width = make_backbone()
         self.head = projection_head(feature_width, embedding_dim)
-        self.bound = bound
-        self.temperature = temperature
+        self.bound = self.scores_bound()
+
+    @classmethod
+    def from_config(cls, config: PretrainConfig, make_backbone: MakeBackbone) -> SimCLR:
+        return cls(
+            make_backbone, config.loss, config.loss_options(), config.temperature, config.embedding_dim
+        )
+
+    @classmethod
+    def describe_negatives(cls, config: PretrainConfig) -> str:
+        return f"K = 2N - 2 = {2 * config.batch_size - 2} in the batch"
 
     def forward(self, view_1: Tensor, view_2: Tensor) -> BoundResult:
         embeddings = F.normalize(self.head(self.backbone(torch.cat([view_1, view_2]))), dim=1)

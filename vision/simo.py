@@ -16,9 +16,12 @@ EqCo loss makes the result independent of how many are used. For a global batch 
 computed by :func:`mitool.fused.contrastive_bound` on the embeddings with the per-query
 negatives all_keys[s_i] (B, K, d), the formula being :mod:`mitool.bounds`' eqco (or the chosen
 bound of the InfoNCE family); i.e. InfoNCE with the margin m = tau log(alpha / K) on the positive; MI estimate
-log(1 + alpha) - loss. Default K = 16 sampled negatives, alpha = 256 (the paper's batch 256
-configuration, where K = alpha = 256 and the loss is plain InfoNCE), tau = 0.2. One direction
-only (query view 1, key view 2), as in the authors' configuration.
+log(1 + alpha) - loss. Defaults (:attr:`SiMo.defaults`): K = 16 sampled negatives, alpha = 256
+(the paper's batch-256 configuration, where K = alpha = 256 and the loss is plain InfoNCE),
+tau = 0.2, m = 0.999, SGD lr 0.03 x batch / 256 after 5 warmup epochs (the paper warms up without
+saying how long). One direction only (query view 1, key view 2), as in the authors'
+configuration. Sizes: K < N, and a batch shortened by unreadable images must still hold more
+than K images.
 
 Head: Linear(w, w, no bias) -> BN -> ReLU -> Linear(w, 128, no bias) -> BN. BatchNorm is
 synchronised across ranks under DDP (no shuffle-BN); the sampled indices are drawn for the whole
@@ -28,22 +31,24 @@ negatives as one process holding the global batch.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
+from mitool import checks
 from mitool.bounds import BoundResult
 from mitool.fused import contrastive_bound
 from mitool.vision import distributed
-from mitool.vision.common import check_bound, momentum_update
+from mitool.vision.common import EMBEDDING_DIM, MakeBackbone, MomentumMethod
 
-__all__ = ["SiMo", "sample_negative_indices"]
+if TYPE_CHECKING:
+    from mitool.vision.config import PretrainConfig
+
+__all__ = ["SiMo", "bn_head", "sample_negative_indices"]
 
 
-def bn_head(feature_width: int, embedding_dim: int = 128) -> nn.Module:
+def bn_head(feature_width: int, embedding_dim: int = EMBEDDING_DIM) -> nn.Module:
     """SiMo's head: Linear(w, w, no bias) -> BN -> ReLU -> Linear(w, embedding_dim, no bias) -> BN."""
     return nn.Sequential(
         nn.Linear(feature_width, feature_width, bias=False),
@@ -71,49 +76,68 @@ def sample_negative_indices(global_batch: int, positions: Tensor, count: int) ->
     return chosen + (chosen >= positions[:, None]).long()
 
 
-class SiMo(nn.Module):
+class SiMo(MomentumMethod):
     """SiMo. ``forward(view_1, view_2)`` -> the bound's result (loss, mi, npc) for the local queries.
 
-    make_backbone: returns (backbone, feature_width); bound: the name of a bound of the InfoNCE
-    family ("eqco" in SiMo) and bound_options its options (``{"alpha": 256}`` for eqco, sigma
-    for dclw); negatives: K sampled per query.
+    make_backbone: returns (backbone, feature_width); loss: a bound of the InfoNCE family ("eqco"
+    in SiMo) and loss_options its options (alpha for eqco, sigma for dclw); negatives: K sampled
+    per query. Settings left None take :attr:`defaults`.
     """
+
+    name = "simo"
+    summary = "SiMo (EqCo paper): MoCo without the queue, K keys of the batch per query; head with BN"
+    defaults = dict(
+        loss="eqco", negatives=16, alpha=256.0, temperature=0.2, key_momentum=0.999, base_lr=0.03,
+        warmup_epochs=5.0,
+    )  # fmt: skip
+    negatives_meaning = "keys of the batch sampled per query"
 
     def __init__(
         self,
-        make_backbone: Callable[[], tuple[nn.Module, int]],
-        bound: str = "eqco",
-        bound_options: dict[str, float] | None = None,
-        temperature: float = 0.2,
-        negatives: int = 16,
-        key_momentum: float = 0.999,
-        embedding_dim: int = 128,
+        make_backbone: MakeBackbone,
+        loss: str | None = None,
+        loss_options: dict[str, float] | None = None,
+        temperature: float | None = None,
+        negatives: int | None = None,
+        key_momentum: float | None = None,
+        embedding_dim: int = EMBEDDING_DIM,
     ) -> None:
-        super().__init__()
-        if negatives < 1:
-            raise ValueError(f"negatives (sampled per query) must be >= 1 for simo, got {negatives}")
-        self.backbone, feature_width = make_backbone()
-        self.head = bn_head(feature_width, embedding_dim)
-        self.key_backbone = copy.deepcopy(self.backbone).requires_grad_(False)
-        self.key_head = copy.deepcopy(self.head).requires_grad_(False)
-        self.bound, self.bound_options = check_bound(
-            bound, {"alpha": 256.0} if bound == "eqco" and bound_options is None else bound_options
-        )
-        self.temperature = temperature
-        self.negatives = negatives
-        self.key_momentum = key_momentum
+        super().__init__(make_backbone, bn_head, embedding_dim, key_momentum, loss, loss_options, temperature)
+        self.negatives = checks.whole_number("negatives", self.setting("negatives", negatives), minimum=1)
+
+    @classmethod
+    def from_config(cls, config: PretrainConfig, make_backbone: MakeBackbone) -> SiMo:
+        return cls(
+            make_backbone, config.loss, config.loss_options(), config.temperature, config.negatives,
+            config.key_momentum, config.embedding_dim,
+        )  # fmt: skip
+
+    @classmethod
+    def check_sizes(cls, config: PretrainConfig, world: int) -> None:
+        if config.negatives >= config.batch_size:
+            raise checks.ParameterError(
+                "negatives",
+                f"must be less than the global batch ({config.batch_size}) for simo, whose negatives "
+                f"are the other keys of the batch; got {config.negatives}",
+            )
+
+    @classmethod
+    def usable_rows(cls, rows: int, config: PretrainConfig, world: int) -> int:
+        return super().usable_rows(rows, config, world) if rows * world > config.negatives else 0
+
+    @classmethod
+    def describe_negatives(cls, config: PretrainConfig) -> str:
+        return f"K = {config.negatives} of batch {config.batch_size}"
 
     def forward(self, view_1: Tensor, view_2: Tensor) -> BoundResult:
-        with torch.no_grad():
-            momentum_update(self.key_backbone, self.backbone, self.key_momentum)
-            momentum_update(self.key_head, self.head, self.key_momentum)
-            keys = F.normalize(self.key_head(self.key_backbone(view_2)), dim=1)
-            all_keys = distributed.gather_without_grad(keys)
-        queries = F.normalize(self.head(self.backbone(view_1)), dim=1)
+        self.update_key_encoder()
+        keys = self.key_embeddings(view_2)
+        all_keys = distributed.gather_without_grad(keys)
+        queries = self.query_embeddings(view_1)
         local = queries.shape[0]
         positions = torch.arange(local, device=queries.device) + distributed.rank() * local
         index = sample_negative_indices(all_keys.shape[0], positions, self.negatives)
         negative_keys = all_keys.to(queries.dtype)[index]  # (B, K, d)
         return contrastive_bound(
-            queries, keys.to(queries.dtype), negative_keys, self.temperature, self.bound, **self.bound_options
+            queries, keys.to(queries.dtype), negative_keys, self.temperature, self.loss, **self.loss_options
         )

@@ -41,7 +41,7 @@ import math
 import os
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -54,12 +54,22 @@ from mitool.progress import Progress
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision import distributed
 from mitool.vision.augment import two_view_transform
-from mitool.vision.config import PretrainConfig, build_method, resolve_defaults
-from mitool.vision.data import SkippedImages, dataset_info, load_dataset, make_loader
+from mitool.vision.common import ContrastiveMethod
+from mitool.vision.config import PretrainConfig, resolve_defaults
+from mitool.vision.data import (
+    DatasetInfo,
+    SkippedImages,
+    SkippingDataLoader,
+    dataset_info,
+    default_workers,
+    load_dataset,
+    make_loader,
+)
 from mitool.vision.evaluate import evaluate_knn
 from mitool.vision.gpu_augment import GPUTwoViewAugment, loader_options
+from mitool.vision.methods import build_method, method_class
 
-__all__ = ["StepResult", "TrainingDiverged", "learning_rate", "pretrain", "training_step"]
+__all__ = ["Run", "Schedule", "StepResult", "TrainingDiverged", "learning_rate", "pretrain", "training_step"]
 
 CHECKPOINT_NAME = "checkpoint.pt"
 METRICS_NAME = "metrics.jsonl"
@@ -150,10 +160,411 @@ def _total_norm(gradients: list[Tensor]) -> Tensor:
 _AUTOCAST = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """The run's length and learning rate: ``steps_per_epoch`` (batches of the local loader),
+    ``total_steps`` over all epochs, ``warmup_steps`` and the ``peak_lr`` after the warmup."""
+
+    steps_per_epoch: int
+    total_steps: int
+    warmup_steps: int
+    peak_lr: float
+
+    def lr(self, step: int) -> float:
+        return learning_rate(step, self.total_steps, self.warmup_steps, self.peak_lr)
+
+
+@dataclass
+class Run:
+    """What the set-up, the epochs and the checkpoints of a pretraining run share.
+
+    The where-we-are counters: ``epoch`` (epochs completed), ``step`` (optimizer steps made),
+    ``batches_done`` (batches of the current epoch consumed, the position to replay on resume).
+    ``pending_rng``: the saved RNG states, put back once the resumed epoch's batches are replayed.
+    ``stopped_by``: why the run stops early ("max_steps", "max_minutes"), None while it trains.
+    """
+
+    config: PretrainConfig
+    method: type[ContrastiveMethod]
+    info: DatasetInfo
+    device: torch.device
+    rank: int
+    world: int
+    loader: SkippingDataLoader
+    augment: GPUTwoViewAugment | None
+    schedule: Schedule
+    model: nn.Module
+    step_model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    metrics: _MetricsLog
+    epoch: int = 0
+    step: int = 0
+    batches_done: int = 0
+    pending_rng: dict[str, Any] | None = None
+    stopped_by: str | None = None
+    started: float = field(default_factory=time.perf_counter)
+    skipped: SkippedImages = field(default_factory=SkippedImages)
+    interval: _Interval = field(default_factory=lambda: _Interval())
+    last_metrics: dict[str, Any] = field(default_factory=dict)
+    last_knn: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def checkpoint_path(self) -> str:
+        return os.path.join(self.config.out, CHECKPOINT_NAME)
+
+
+def pretrain(config: PretrainConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Run (or, with ``resume``, continue) the pretraining described by ``config``; returns a
+    summary (steps, epochs, last logged metrics, last kNN record). Raises ValueError or
+    FileNotFoundError for bad settings before any step, TrainingDiverged on a non-finite loss."""
+    run = start_run(config, resume)
+    try:
+        while run.epoch < run.config.epochs and run.stopped_by is None:
+            if train_epoch(run, progress):
+                end_epoch(run, progress)
+    finally:
+        run.metrics.close()
+    if run.is_main:
+        run.skipped.report()
+    return {
+        "steps": run.step,
+        "epochs": run.epoch,
+        "metrics": run.last_metrics,
+        "knn": run.last_knn,
+        "out": run.config.out,
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# set-up and resume
+
+
+def start_run(config: PretrainConfig, resume: bool) -> Run:
+    """Check the settings, open the data, build the model and optimizer, and with ``resume``
+    load the checkpoint in OUT; nothing is trained or written before every check has passed."""
+    device, rank, world = distributed.setup(config.device)
+    info = dataset_info(config.dataset, config.data_dir, **config.synthetic_options())
+    config = resolve_defaults(config, info.image_size)
+    method = method_class(config.method)
+    if config.batch_size % world:
+        raise ValueError(
+            f"batch_size (the global batch, {config.batch_size}) must be divisible by {world} processes"
+        )
+    method.check_sizes(config, world)
+    saved = _previous_run(config, resume)
+    config = _with_workers(config, saved)
+    _check_resumable(config, saved)
+    loader, augment = _training_data(config, info, rank, world)
+    schedule = _schedule(config, loader)
+    _seed_everything(config.seed)
+    model = build_method(config, info.channels, device)
+    trained = [parameter for parameter in model.parameters() if parameter.requires_grad]
+    optimizer = torch.optim.SGD(
+        trained, lr=schedule.peak_lr, momentum=config.sgd_momentum, weight_decay=config.weight_decay
+    )
+    scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
+    run = Run(
+        config, method, info, device, rank, world, loader, augment, schedule, model, model, optimizer, scaler,
+        _MetricsLog(config.out, rank == 0),
+    )  # fmt: skip
+    if saved is not None:
+        _restore(run, saved)
+    if world > 1:
+        run.step_model = distributed.wrap_for_data_parallel(model, device)
+    if config.compile:
+        run.step_model = torch.compile(run.step_model)
+    _prepare_out(run, resumed=saved is not None)
+    run.stopped_by = _stop_reason(run)
+    return run
+
+
+def _previous_run(config: PretrainConfig, resume: bool) -> dict[str, Any] | None:
+    """The checkpoint in OUT to resume from; None for a new run, which must not overwrite one."""
+    path = os.path.join(config.out, CHECKPOINT_NAME)
+    if resume:
+        return checkpoints.load(path, map_location="cpu", kind="pretrain")
+    if os.path.exists(path):
+        raise ValueError(
+            f"out {config.out} already holds a run ({CHECKPOINT_NAME}); pass --resume or choose another --out"
+        )
+    return None
+
+
+def _with_workers(config: PretrainConfig, saved: dict[str, Any] | None) -> PretrainConfig:
+    """``config`` with its loader workers set: the resumed run's (the augmentations depend on
+    them), or a number sized to the free cores (:func:`mitool.vision.data.default_workers`)."""
+    if config.workers is not None:
+        return config
+    workers = saved["config"]["workers"] if saved is not None else default_workers()
+    return dataclasses.replace(config, workers=workers)
+
+
+def _check_resumable(config: PretrainConfig, saved: dict[str, Any] | None) -> None:
+    """ValueError naming the first setting (other than those that may change) that differs from
+    the run being resumed."""
+    if saved is None:
+        return
+    current = config.to_dict()
+    for key, value in saved["config"].items():
+        if key not in _RESUMABLE_CHANGES and key != "out" and current.get(key) != value:
+            raise ValueError(
+                f"--resume: option {key} differs from the run in {config.out} "
+                f"(was {value!r}, now {current.get(key)!r})"
+            )
+
+
+def _training_data(
+    config: PretrainConfig, info: DatasetInfo, rank: int, world: int
+) -> tuple[SkippingDataLoader, GPUTwoViewAugment | None]:
+    """The loader of the local batches and, with --gpu-augment, the augmentation on the device."""
+    augment: GPUTwoViewAugment | None = None
+    if config.gpu_augment == "off":
+        data_options: dict[str, Any] = {"transform": two_view_transform(info, config.image_size)}
+    else:
+        # workers only decode (or read the JPEG bytes); both views are made on the device
+        data_options = loader_options(config.gpu_augment)
+        augment = GPUTwoViewAugment.for_dataset(info, config.image_size, seed=config.seed + rank)
+    train_set = load_dataset(
+        config.dataset, "train", config.data_dir, download=config.download, **data_options,
+        **config.synthetic_options(),
+    )  # fmt: skip
+    loader = make_loader(
+        train_set, config.batch_size // world, True, config.workers, config.seed, drop_last=True,
+        distributed=world > 1,
+    )  # fmt: skip
+    if len(loader) == 0:
+        raise ValueError(
+            f"batch_size {config.batch_size} is larger than the dataset ({len(train_set)} images)"
+        )
+    return loader, augment
+
+
+def _schedule(config: PretrainConfig, loader: SkippingDataLoader) -> Schedule:
+    steps_per_epoch = len(loader)
+    return Schedule(
+        steps_per_epoch,
+        config.epochs * steps_per_epoch,
+        round(config.warmup_epochs * steps_per_epoch),
+        config.base_lr * config.batch_size / 256,
+    )
+
+
+def _restore(run: Run, saved: dict[str, Any]) -> None:
+    """Put the saved model, optimizer, scaler, position and augmentation state into ``run``; the
+    RNG states wait in ``run.pending_rng`` until the loader has replayed the epoch's batches."""
+    run.model.load_state_dict(saved["model"])
+    run.optimizer.load_state_dict(saved["optimizer"])
+    run.scaler.load_state_dict(saved["scaler"])
+    run.epoch, run.step = saved["epoch"], saved["step"]
+    run.batches_done = saved["data_order"]["batches_done"]
+    run.pending_rng = saved["rng"]
+    if run.augment is not None:
+        run.augment.load_state_dict(_augment_state_of_rank(saved, run.rank, run.world, run.checkpoint_path))
+
+
+def _prepare_out(run: Run, resumed: bool) -> None:
+    """Create OUT; start metrics.jsonl afresh, or keep the records up to the resumed step."""
+    try:
+        os.makedirs(run.config.out, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ValueError(
+            f"--out: {run.config.out} must be a directory (or a path to create), but a file is in the way"
+        ) from None
+    if run.is_main:
+        if resumed:
+            _metrics_up_to(run.metrics.path, run.step)
+        else:
+            atomic_write_text(run.metrics.path, "")
+
+
 def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+# ----------------------------------------------------------------------------------------------
+# one epoch
+
+
+def train_epoch(run: Run, progress: bool) -> bool:
+    """Train on the batches of epoch ``run.epoch`` from ``run.batches_done`` on, until the epoch
+    ends or the run stops; True when the epoch's batches are all done."""
+    batches = _epoch_batches(run)
+    label = f"epoch {run.epoch + 1}/{run.config.epochs}"
+    enabled = progress and run.is_main
+    with Progress(run.schedule.steps_per_epoch, label, enabled=enabled, done=run.batches_done) as bar:
+        while run.stopped_by is None:
+            started = time.perf_counter()
+            batch = next(batches, None)
+            run.interval.data_wait += time.perf_counter() - started
+            if batch is None:
+                break
+            run.batches_done += 1
+            result = _train_on_batch(run, batch)
+            if result is not None:
+                bar.update(note=f"loss {result.loss:.3f}")
+    return run.stopped_by is None or run.batches_done >= run.schedule.steps_per_epoch
+
+
+def _epoch_batches(run: Run):
+    """The epoch's batches, the first ``run.batches_done`` of them skipped (replayed: a resumed
+    run sees the same order and augmentations); then the saved RNG states are put back."""
+    run.loader.set_epoch(run.epoch)
+    batches = iter(run.loader)
+    for _ in range(run.batches_done):
+        next(batches)
+    if run.pending_rng is not None:
+        checkpoints.restore_rng_states(run.pending_rng)
+        run.pending_rng = None
+    return batches
+
+
+def _train_on_batch(run: Run, batch: tuple[Any, Tensor, list[str]]) -> StepResult | None:
+    """One optimizer step on ``batch`` (None when too few of its images are usable), with the
+    metrics record, the stop check and the checkpoint that fall due."""
+    inputs, _labels, skipped = batch
+    run.skipped.add(skipped)
+    if run.augment is not None and inputs is not None:
+        view_1, view_2, _kept, failed = run.augment.views_of_batch(inputs, run.device)
+        inputs = (view_1, view_2)
+        run.skipped.add(failed)
+    views = _usable_views(run, inputs)
+    if views is None:
+        return None
+    lr = run.schedule.lr(run.step)
+    try:
+        result = training_step(
+            run.step_model, run.optimizer, run.scaler, *views, lr, run.config.precision, run.step
+        )
+    except TrainingDiverged as error:
+        path = run.checkpoint_path
+        kept = f"{path} (step {_saved_step(path)})" if os.path.exists(path) else "none written yet"
+        raise TrainingDiverged(
+            f"{error} (epoch {run.epoch + 1}); stopped; last good checkpoint: {kept}"
+        ) from None
+    run.step += 1
+    run.interval.add(result)
+    if run.step % run.config.log_every == 0:
+        run.last_metrics = run.interval.record(run.step, run.epoch + 1, lr, run.config.batch_size)
+        run.metrics.write(run.last_metrics)
+    run.stopped_by = _stop_reason(run)
+    if run.step % run.config.checkpoint_every == 0 or run.stopped_by is not None:
+        save_checkpoint(run)
+    return result
+
+
+def _usable_views(run: Run, inputs: Any) -> tuple[Tensor, ...] | None:
+    """The two view batches on the device, cut (equally on every rank) to a size the method can
+    use when unreadable images made this batch short; None when too few images are left."""
+    rows = 0 if inputs is None else inputs[0].shape[0]
+    if distributed.is_distributed():
+        shared = torch.tensor([rows], device=run.device)
+        dist.all_reduce(shared, op=dist.ReduceOp.MIN)
+        rows = int(shared)
+    rows = run.method.usable_rows(rows, run.config, run.world)
+    if rows == 0:
+        return None
+    return tuple(
+        view[:rows].to(run.device, non_blocking=True).contiguous(memory_format=torch.channels_last)
+        for view in inputs
+    )
+
+
+def end_epoch(run: Run, progress: bool) -> None:
+    """Count the epoch, run the kNN monitor when it is due, write the checkpoint."""
+    run.epoch, run.batches_done = run.epoch + 1, 0
+    if run.config.knn_every and run.epoch % run.config.knn_every == 0:
+        run.last_knn = _knn_monitor(run, progress and run.is_main)
+        run.metrics.write(run.last_knn)
+    save_checkpoint(run)
+    if run.is_main:
+        run.skipped.report()
+
+
+def _stop_reason(run: Run) -> str | None:
+    """ "max_steps" when reached, "max_minutes" when that much wall time has passed in this call
+    (the ranks agree), else None."""
+    config = run.config
+    if config.max_steps is not None and run.step >= config.max_steps:
+        return "max_steps"
+    if config.max_minutes is None:
+        return None
+    late = torch.tensor([float(time.perf_counter() - run.started > 60 * config.max_minutes)])
+    if distributed.is_distributed():
+        device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+        late = late.to(device)
+        dist.all_reduce(late, op=dist.ReduceOp.MAX)
+    return "max_minutes" if late.item() else None
+
+
+# ----------------------------------------------------------------------------------------------
+# checkpoints
+
+
+def save_checkpoint(run: Run) -> None:
+    """Write OUT/checkpoint.pt atomically (rank 0; every rank takes part in gathering the device
+    augmentation's state): everything :func:`pretrain` needs to continue exactly."""
+    augment_states = _gather_augment_states(run.augment)
+    if not run.is_main:
+        return
+    schedule = run.schedule
+    checkpoints.save(
+        run.checkpoint_path,
+        {
+            "kind": "pretrain",
+            "config": run.config.to_dict(),
+            "dataset_info": dataclasses.asdict(run.info),
+            "model": run.model.state_dict(),
+            "optimizer": run.optimizer.state_dict(),
+            "scaler": run.scaler.state_dict(),
+            "schedule": {
+                "peak_lr": schedule.peak_lr,
+                "warmup_steps": schedule.warmup_steps,
+                "total_steps": schedule.total_steps,
+            },  # fmt: skip
+            "epoch": run.epoch,
+            "step": run.step,
+            "data_order": {"seed": run.config.seed, "epoch": run.epoch, "batches_done": run.batches_done},
+            "rng": checkpoints.rng_states(),
+            **({"gpu_augment": augment_states} if augment_states is not None else {}),
+        },
+    )
+
+
+def _gather_augment_states(augment: GPUTwoViewAugment | None) -> list[dict[str, Tensor]] | None:
+    """The device augmentation's generator state of every rank, in rank order (None without it)."""
+    if augment is None:
+        return None
+    state = augment.state_dict()
+    if not distributed.is_distributed():
+        return [state]
+    states: list[Any] = [None] * distributed.world_size()
+    dist.all_gather_object(states, state)
+    return states
+
+
+def _augment_state_of_rank(saved: dict[str, Any], rank: int, world: int, path: str) -> dict[str, Tensor]:
+    states = saved.get("gpu_augment")
+    if not isinstance(states, list) or len(states) != world:
+        count = len(states) if isinstance(states, list) else 0
+        raise ValueError(
+            f"--resume: {path} holds the device augmentation state of {count} process(es), this run has "
+            f"{world}; resume with as many processes and the same --gpu-augment"
+        )
+    return states[rank]
+
+
+def _saved_step(path: str) -> int | str:
+    try:
+        return checkpoints.load(path, kind="pretrain")["step"]
+    except (ValueError, FileNotFoundError):
+        return "unreadable"
 
 
 def _metrics_up_to(path: str, step: int) -> None:
@@ -172,14 +583,8 @@ def _metrics_up_to(path: str, step: int) -> None:
     atomic_write_text(path, "".join(kept))
 
 
-def _check_resumable(saved: dict[str, Any], config: PretrainConfig, path: str) -> None:
-    current = config.to_dict()
-    for key, value in saved.items():
-        if key not in _RESUMABLE_CHANGES and key != "out" and current.get(key) != value:
-            raise ValueError(
-                f"--resume: option {key} differs from the run in {path} "
-                f"(was {value!r}, now {current.get(key)!r})"
-            )
+# ----------------------------------------------------------------------------------------------
+# metrics and the kNN monitor
 
 
 class _MetricsLog:
@@ -212,268 +617,6 @@ class _MetricsLog:
             self.tensorboard.close()
 
 
-def pretrain(config: PretrainConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
-    """Run (or, with ``resume``, continue) the pretraining described by ``config``; returns a
-    summary (steps, epochs, last logged metrics, last kNN record). Raises ValueError or
-    FileNotFoundError for bad settings before any step, TrainingDiverged on a non-finite loss."""
-    device, rank, world = distributed.setup(config.device)
-    synthetic = (
-        {"size": config.synthetic_size} if config.dataset == "synthetic" and config.synthetic_size else {}
-    )
-    info = dataset_info(config.dataset, config.data_dir, **synthetic)
-    config = resolve_defaults(config, info.image_size)
-    if config.batch_size % world:
-        raise ValueError(
-            f"batch_size (the global batch, {config.batch_size}) must be divisible by {world} processes"
-        )
-    local_batch = config.batch_size // world
-    _check_method_sizes(config, local_batch, world)
-    out = config.out
-    path = os.path.join(out, CHECKPOINT_NAME)
-    saved = None
-    if resume:
-        saved = checkpoints.load(path, map_location="cpu", kind="pretrain")
-        _check_resumable(saved["config"], config, path)
-    elif os.path.exists(path):
-        raise ValueError(
-            f"out {out} already holds a run ({CHECKPOINT_NAME}); pass --resume or choose another --out"
-        )
-    augment: GPUTwoViewAugment | None = None
-    if config.gpu_augment == "off":
-        data_options: dict[str, Any] = {"transform": two_view_transform(info, config.image_size)}
-    else:
-        # workers only decode (or read the JPEG bytes); both views are made on the device
-        data_options = loader_options(config.gpu_augment)
-        augment = GPUTwoViewAugment.for_dataset(info, config.image_size, seed=config.seed + rank)
-    train_set = load_dataset(
-        config.dataset, "train", config.data_dir, download=config.download, **data_options, **synthetic
-    )
-    loader = make_loader(
-        train_set, local_batch, True, config.workers, config.seed, drop_last=True, distributed=world > 1
-    )
-    steps_per_epoch = len(loader)
-    if steps_per_epoch == 0:
-        raise ValueError(
-            f"batch_size {config.batch_size} is larger than the dataset ({len(train_set)} images)"
-        )
-    total_steps = config.epochs * steps_per_epoch
-    warmup_steps = round(config.warmup_epochs * steps_per_epoch)
-    peak_lr = config.base_lr * config.batch_size / 256
-
-    _seed_everything(config.seed)
-    model = build_method(config, info.channels, device)
-    trained = [parameter for parameter in model.parameters() if parameter.requires_grad]
-    optimizer = torch.optim.SGD(
-        trained, lr=peak_lr, momentum=config.sgd_momentum, weight_decay=config.weight_decay
-    )
-    scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
-    epoch, step, batches_done = 0, 0, 0
-    if saved is not None:
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        scaler.load_state_dict(saved["scaler"])
-        epoch, step, batches_done = saved["epoch"], saved["step"], saved["data_order"]["batches_done"]
-        if augment is not None:
-            augment.load_state_dict(_augment_state_of_rank(saved, rank, world, path))
-    step_model: nn.Module = model
-    if world > 1:
-        step_model = distributed.wrap_for_data_parallel(model, device)
-    if config.compile:
-        step_model = torch.compile(step_model)
-
-    is_main = rank == 0
-    try:
-        os.makedirs(out, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise ValueError(
-            f"--out: {out} must be a directory (or a path to create), but a file is in the way"
-        ) from None
-    metrics = _MetricsLog(out, is_main)
-    if is_main:
-        if saved is not None:
-            _metrics_up_to(metrics.path, step)
-        else:
-            atomic_write_text(metrics.path, "")
-    skipped_images = SkippedImages()
-
-    def save_checkpoint(epoch_now: int, batches: int) -> None:
-        augment_states = _gather_augment_states(augment)  # every rank takes part
-        if not is_main:
-            return
-        checkpoints.save(
-            path,
-            {
-                "kind": "pretrain",
-                "config": config.to_dict(),
-                "dataset_info": dataclasses.asdict(info),
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scaler": scaler.state_dict(),
-                "schedule": {"peak_lr": peak_lr, "warmup_steps": warmup_steps, "total_steps": total_steps},
-                "epoch": epoch_now,
-                "step": step,
-                "data_order": {"seed": config.seed, "epoch": epoch_now, "batches_done": batches},
-                "rng": checkpoints.rng_states(),
-                **({"gpu_augment": augment_states} if augment_states is not None else {}),
-            },
-        )
-
-    last_metrics: dict[str, Any] = {}
-    last_knn: dict[str, Any] = {}
-    interval = _Interval()
-    images_per_step = config.batch_size
-    run_started = time.perf_counter()
-    stop = _should_stop(config, step, run_started)
-    try:
-        while epoch < config.epochs and not stop:
-            loader.set_epoch(epoch)
-            batches = iter(loader)
-            for _ in range(batches_done):
-                next(batches)
-            if saved is not None:
-                checkpoints.restore_rng_states(saved["rng"])
-                saved = None
-            bar = Progress(
-                steps_per_epoch,
-                f"epoch {epoch + 1}/{config.epochs}",
-                enabled=progress and is_main,
-                done=batches_done,
-            )
-            while not stop:
-                started = time.perf_counter()
-                batch = next(batches, None)
-                interval.data_wait += time.perf_counter() - started
-                if batch is None:
-                    break
-                inputs, labels, skipped = batch
-                skipped_images.add(skipped)
-                batches_done += 1
-                if augment is not None and inputs is not None:
-                    view_1, view_2, kept, failed = augment.views_of_batch(inputs, device)
-                    inputs, labels = (view_1, view_2), labels[kept]
-                    skipped_images.add(failed)
-                views = _usable_views(inputs, config, local_batch, device)
-                if views is None:
-                    continue
-                lr = learning_rate(step, total_steps, warmup_steps, peak_lr)
-                try:
-                    result = training_step(step_model, optimizer, scaler, *views, lr, config.precision, step)
-                except TrainingDiverged as error:
-                    kept = (
-                        f"{path} (step {_saved_step(path)})" if os.path.exists(path) else "none written yet"
-                    )
-                    raise TrainingDiverged(
-                        f"{error} (epoch {epoch + 1}); stopped; last good checkpoint: {kept}"
-                    ) from None
-                step += 1
-                interval.add(result)
-                bar.update(note=f"loss {result.loss:.3f}")
-                if step % config.log_every == 0:
-                    last_metrics = interval.record(step, epoch + 1, lr, images_per_step)
-                    metrics.write(last_metrics)
-                stop = _should_stop(config, step, run_started)
-                if step % config.checkpoint_every == 0 or stop:
-                    save_checkpoint(epoch, batches_done)
-            bar.close()
-            if stop and batches_done < steps_per_epoch:
-                break
-            epoch, batches_done = epoch + 1, 0
-            if config.knn_every and epoch % config.knn_every == 0:
-                last_knn = _knn_monitor(model, config, device, step, epoch, progress and is_main)
-                metrics.write(last_knn)
-            save_checkpoint(epoch, 0)
-            if is_main:
-                skipped_images.report()
-    finally:
-        metrics.close()
-    if is_main:
-        skipped_images.report()
-    return {"steps": step, "epochs": epoch, "metrics": last_metrics, "knn": last_knn, "out": out}
-
-
-def _gather_augment_states(augment: GPUTwoViewAugment | None) -> list[dict[str, Tensor]] | None:
-    """The device augmentation's generator state of every rank, in rank order (None without it)."""
-    if augment is None:
-        return None
-    state = augment.state_dict()
-    if not distributed.is_distributed():
-        return [state]
-    states: list[Any] = [None] * distributed.world_size()
-    dist.all_gather_object(states, state)
-    return states
-
-
-def _augment_state_of_rank(saved: dict[str, Any], rank: int, world: int, path: str) -> dict[str, Tensor]:
-    states = saved.get("gpu_augment")
-    if not isinstance(states, list) or len(states) != world:
-        count = len(states) if isinstance(states, list) else 0
-        raise ValueError(
-            f"--resume: {path} holds the device augmentation state of {count} process(es), this run has "
-            f"{world}; resume with as many processes and the same --gpu-augment"
-        )
-    return states[rank]
-
-
-def _should_stop(config: PretrainConfig, step: int, run_started: float) -> bool:
-    """max_steps reached, or max_minutes of wall time spent in this process (the ranks agree)."""
-    if config.max_steps is not None and step >= config.max_steps:
-        return True
-    if config.max_minutes is None:
-        return False
-    late = torch.tensor([float(time.perf_counter() - run_started > 60 * config.max_minutes)])
-    if distributed.is_distributed():
-        device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
-        late = late.to(device)
-        dist.all_reduce(late, op=dist.ReduceOp.MAX)
-    return bool(late.item())
-
-
-def _saved_step(path: str) -> int | str:
-    try:
-        return checkpoints.load(path, kind="pretrain")["step"]
-    except (ValueError, FileNotFoundError):
-        return "unreadable"
-
-
-def _check_method_sizes(config: PretrainConfig, local_batch: int, world: int) -> None:
-    if config.method == "simo" and config.negatives > config.batch_size - 1:
-        raise ValueError(
-            f"negatives ({config.negatives}) must be < batch_size ({config.batch_size}) for simo"
-        )
-    if config.method == "moco":
-        per_step = config.batch_size * (2 if config.symmetric else 1)
-        if config.negatives < per_step:
-            raise ValueError(
-                f"negatives (the queue size, {config.negatives}) must be >= {per_step} keys per step"
-            )
-        if config.bn_mode == "shuffle" and world == 1 and local_batch % config.bn_splits:
-            raise ValueError(
-                f"batch_size ({local_batch}) must be a multiple of bn_splits ({config.bn_splits}) "
-                "for moco's split-BN on one process"
-            )
-
-
-def _usable_views(inputs: Any, config: PretrainConfig, local_batch: int, device: torch.device):
-    """The two view batches on the device, cut (equally on every rank) to a size the method can
-    use when unreadable images made this batch short; None when too few images are left."""
-    if inputs is None:
-        rows = 0
-    else:
-        rows = inputs[0].shape[0]
-    if distributed.is_distributed():
-        shared = torch.tensor([rows], device=device)
-        dist.all_reduce(shared, op=dist.ReduceOp.MIN)
-        rows = int(shared)
-    if config.method == "moco" and config.bn_mode == "shuffle" and distributed.world_size() == 1:
-        rows -= rows % config.bn_splits
-    if rows < 2 or (config.method == "simo" and rows * distributed.world_size() <= config.negatives):
-        return None
-    return tuple(
-        view[:rows].to(device, non_blocking=True).contiguous(memory_format=torch.channels_last)
-        for view in inputs
-    )
-
-
 class _Interval:
     """Sums over the steps since the last metrics record."""
 
@@ -504,32 +647,20 @@ class _Interval:
         return record
 
 
-def _knn_monitor(
-    model: nn.Module, config: PretrainConfig, device: torch.device, step: int, epoch: int, progress: bool
-) -> dict[str, Any]:
+def _knn_monitor(run: Run, progress: bool) -> dict[str, Any]:
     """The kNN record of the query backbone (rank 0 computes, the others wait)."""
     record: dict[str, Any] = {}
-    if distributed.rank() == 0:
-        synthetic = (
-            {"size": config.synthetic_size} if config.dataset == "synthetic" and config.synthetic_size else {}
-        )
+    config = run.config
+    if run.is_main:
         result = evaluate_knn(
-            model.backbone,
-            config.dataset,
-            config.data_dir,
-            config.image_size,
-            device,
-            config.knn_k,
-            config.knn_temperature,
-            batch_size=max(config.batch_size // distributed.world_size(), 64),
-            workers=config.workers,
-            max_samples=config.knn_max_samples,
-            progress=progress,
-            synthetic_options=synthetic,
-        )
+            run.model.backbone, config.dataset, config.data_dir, config.image_size, run.device,
+            config.knn_k, config.knn_temperature, batch_size=max(config.batch_size // run.world, 64),
+            workers=config.workers, max_samples=config.knn_max_samples, progress=progress,
+            synthetic_options=config.synthetic_options(),
+        )  # fmt: skip
         record = {
-            "step": step,
-            "epoch": epoch,
+            "step": run.step,
+            "epoch": run.epoch,
             "knn_top1": result["knn_top1"],
             "knn_top5": result["knn_top5"],
         }
