@@ -56,63 +56,109 @@ class SmallCNN(nn.Module):
         return self.features(images).mean(dim=(2, 3))
 
 
+class _SplitBatchNormFunction(torch.autograd.Function):
+    """Training-mode BatchNorm of S consecutive groups of the batch, each normalised by aten's own
+    batch-norm kernel in place in its slice of one output tensor (no copy of the activations).
+
+    Group s is images s*n .. s*n + n - 1 of the batch (N = S * n). In either memory layout (NCHW or
+    channels_last) such a slice is itself a contiguous tensor of that layout, so the kernels read
+    the input and write the output and the input gradient where they lie: the same memory traffic
+    as one plain BatchNorm, in S kernel launches instead of one. ``running_means`` and
+    ``running_vars`` are (S, C): row s is updated in place as group s's BatchNorm would update it.
+    """
+
+    @staticmethod
+    def forward(ctx, inputs, weight, bias, running_means, running_vars, num_splits, momentum, eps):
+        layout = _memory_format(inputs)
+        inputs = inputs.contiguous(memory_format=layout)
+        outputs = torch.empty_like(inputs, memory_format=layout)
+        statistics_type = torch.float32 if inputs.dtype in (torch.float16, torch.bfloat16) else inputs.dtype
+        means, inverse_stds = (
+            inputs.new_empty((num_splits, inputs.shape[1]), dtype=statistics_type) for _ in range(2)
+        )
+        for split, rows in enumerate(_groups(inputs.shape[0], num_splits)):
+            torch.ops.aten.native_batch_norm.out(
+                inputs[rows], weight, bias, running_means[split], running_vars[split], True, momentum, eps,
+                out=outputs[rows], save_mean=means[split], save_invstd=inverse_stds[split],
+            )  # fmt: skip
+        ctx.save_for_backward(inputs, weight, means, inverse_stds)
+        ctx.layout, ctx.eps, ctx.num_splits = layout, eps, num_splits
+        return outputs
+
+    @staticmethod
+    def backward(ctx, grad_outputs):
+        inputs, weight, means, inverse_stds = ctx.saved_tensors
+        grad_outputs = grad_outputs.contiguous(memory_format=ctx.layout)
+        grad_inputs = torch.empty_like(inputs, memory_format=ctx.layout)
+        shape = (ctx.num_splits, inputs.shape[1])
+        statistics_type = means.dtype if weight is None else weight.dtype
+        grad_weights, grad_biases = (inputs.new_empty(shape, dtype=statistics_type) for _ in range(2))
+        for split, rows in enumerate(_groups(inputs.shape[0], ctx.num_splits)):
+            torch.ops.aten.native_batch_norm_backward.out(
+                grad_outputs[rows], inputs[rows], weight, None, None, means[split], inverse_stds[split],
+                True, ctx.eps, [True, True, True],
+                out0=grad_inputs[rows], out1=grad_weights[split], out2=grad_biases[split],
+            )  # fmt: skip
+        if weight is None:
+            return grad_inputs, None, None, None, None, None, None, None
+        return grad_inputs, grad_weights.sum(0), grad_biases.sum(0), None, None, None, None, None
+
+
+def _groups(batch: int, num_splits: int) -> list[slice]:
+    size = batch // num_splits
+    return [slice(split * size, (split + 1) * size) for split in range(num_splits)]
+
+
+def _memory_format(inputs: Tensor) -> torch.memory_format:
+    """channels_last for a 4-d tensor stored that way (and not also plainly contiguous), else NCHW."""
+    if (
+        inputs.dim() == 4
+        and not inputs.is_contiguous()
+        and inputs.is_contiguous(memory_format=torch.channels_last)
+    ):
+        return torch.channels_last
+    return torch.contiguous_format
+
+
+def _compiling() -> bool:
+    compiler = getattr(torch, "compiler", None)
+    return bool(compiler is not None and getattr(compiler, "is_compiling", lambda: False)())
+
+
 class SplitBatchNorm2d(nn.BatchNorm2d):
     """BatchNorm over ``num_splits`` separate slices of the batch (Wu et al.'s MoCo CIFAR demo).
 
     In training, a batch of N = S * n images is normalised as S independent groups of n
     consecutive images (each with its own mean and variance), which on one device reproduces the
     per-GPU statistics of S GPUs: the key encoder then cannot use the batch statistics to cheat
-    once the keys are shuffled across groups. Running statistics are the mean over the groups of
-    what a BatchNorm2d of each group would keep; evaluation is a plain BatchNorm2d. N must be
-    divisible by S.
+    once the keys are shuffled across groups. For group s, channel c:
 
-    Computation: the batch (N, C, H, W) is rearranged to (n, S * C, H, W), group s becoming
-    channels s*C .. s*C + C - 1, and one ``F.batch_norm`` in training mode normalises all groups
-    at once (one copy in, one out). For a channels_last input the rearrangement is done in its
-    NHWC memory order and the output is channels_last too, so the next convolution does not
-    convert the layout back. A moco step of small-cnn at 32 pixels, batch 32, 8 splits, one CPU
-    thread: 0.055 s against 0.10 s when the output lost the channels_last layout (README, Vision pretraining).
+        y = (x - mean_sc) / sqrt(var_sc + eps) * weight_c + bias_c     (var biased, over n*H*W)
+
+    exactly S separate ``nn.BatchNorm2d`` sharing weight and bias (tested: outputs, gradients,
+    running statistics). Running statistics are the mean over the groups of what a BatchNorm2d of
+    each group would keep (each group's update starts from the shared value); evaluation is a plain
+    BatchNorm2d. N must be divisible by S.
+
+    Computation: each group is a contiguous slice of the batch in either memory layout, so each is
+    normalised by torch's own batch-norm kernel straight into its slice of the output, and likewise
+    in the backward pass (:class:`_SplitBatchNormFunction`): no copy of the activations, S kernel
+    launches per layer. (An earlier version rearranged the batch to (n, S*C, H, W) for one kernel
+    and back: on an H200 that made a moco step 142% slower than the bare backbone, against 6.7% with
+    plain BatchNorm.) Under torch.compile the same groups are normalised by ``F.batch_norm`` on the
+    slices and concatenated, which the compiler fuses.
     """
 
     def __init__(self, num_features: int, num_splits: int, **options) -> None:
         super().__init__(num_features, **options)
         self.num_splits = num_splits
 
-    def _grouped(self, inputs: Tensor, channels_last: bool) -> Tensor:
-        """(S * n, C, H, W) -> (n, S * C, H, W): image i of group s -> image i, channels of s."""
-        batch, channels, height, width = inputs.shape
-        splits, per_group = self.num_splits, batch // self.num_splits
-        if channels_last:  # memory order (N, H, W, C) -> (n, H, W, S, C)
-            return (
-                inputs.permute(0, 2, 3, 1)
-                .reshape(splits, per_group, height, width, channels)
-                .permute(1, 2, 3, 0, 4)
-                .reshape(per_group, height, width, splits * channels)
-                .permute(0, 3, 1, 2)
-            )
-        return (
-            inputs.reshape(splits, per_group, channels, height, width)
-            .transpose(0, 1)
-            .reshape(per_group, splits * channels, height, width)
-        )
-
-    def _ungrouped(self, outputs: Tensor, channels: int, channels_last: bool) -> Tensor:
-        """The inverse of :meth:`_grouped`."""
-        per_group, _, height, width = outputs.shape
-        splits = self.num_splits
-        if channels_last:
-            return (
-                outputs.permute(0, 2, 3, 1)
-                .reshape(per_group, height, width, splits, channels)
-                .permute(3, 0, 1, 2, 4)
-                .reshape(splits * per_group, height, width, channels)
-                .permute(0, 3, 1, 2)
-            )
-        return (
-            outputs.reshape(per_group, splits, channels, height, width)
-            .transpose(0, 1)
-            .reshape(splits * per_group, channels, height, width)
-        )
+    def _average_factor(self) -> float:
+        """The running statistics' update weight, as nn.BatchNorm2d computes it (momentum None:
+        the cumulative average over the batches seen)."""
+        if self.momentum is not None:
+            return self.momentum
+        return 1.0 / float(self.num_batches_tracked)
 
     def forward(self, inputs: Tensor) -> Tensor:
         if not self.training or self.num_splits == 1:
@@ -122,24 +168,31 @@ class SplitBatchNorm2d(nn.BatchNorm2d):
             raise ValueError(
                 f"bn_splits must divide the batch on this device: {batch} images, {self.num_splits} splits"
             )
-        channels_last = inputs.dim() == 4 and inputs.is_contiguous(memory_format=torch.channels_last)
-        running_mean = self.running_mean.repeat(self.num_splits)
-        running_var = self.running_var.repeat(self.num_splits)
-        outputs = F.batch_norm(
-            self._grouped(inputs, channels_last),
-            running_mean,
-            running_var,
-            self.weight.repeat(self.num_splits),
-            self.bias.repeat(self.num_splits),
-            True,
-            self.momentum,
-            self.eps,
-        )
-        with torch.no_grad():  # the mean over the groups, written straight into the buffers
-            torch.mean(running_mean.view(self.num_splits, channels), dim=0, out=self.running_mean)
-            torch.mean(running_var.view(self.num_splits, channels), dim=0, out=self.running_var)
-            self.num_batches_tracked += 1
-        return self._ungrouped(outputs, channels, channels_last)
+        tracking = self.track_running_stats and self.running_mean is not None
+        if tracking:
+            self.num_batches_tracked.add_(1)
+            running_means = self.running_mean.repeat(self.num_splits).view(self.num_splits, channels)
+            running_vars = self.running_var.repeat(self.num_splits).view(self.num_splits, channels)
+        else:
+            running_means = running_vars = [None] * self.num_splits
+        factor = self._average_factor() if tracking else 0.0
+        if _compiling():
+            groups = inputs.chunk(self.num_splits)
+            outputs = torch.cat(
+                [
+                    F.batch_norm(group, mean, var, self.weight, self.bias, True, factor, self.eps)
+                    for group, mean, var in zip(groups, running_means, running_vars, strict=True)
+                ]
+            )
+        else:
+            outputs = _SplitBatchNormFunction.apply(
+                inputs, self.weight, self.bias, running_means, running_vars, self.num_splits, factor, self.eps
+            )
+        if tracking:
+            with torch.no_grad():  # the mean over the groups, written straight into the buffers
+                torch.mean(running_means, dim=0, out=self.running_mean)
+                torch.mean(running_vars, dim=0, out=self.running_var)
+        return outputs
 
 
 def split_batch_norm(num_splits: int) -> Callable[[int], nn.Module]:
