@@ -66,7 +66,9 @@ def _study_options(function: Callable) -> Callable:
             show_default=True,
             help="Number of seeds per configuration (>= 1).",
         ),
-        click.option("--seed", type=int, default=0, show_default=True, help="The first seed (>= 0)."),
+        click.option(
+            "--seed", "first_seed", type=int, default=0, show_default=True, help="The first seed (>= 0)."
+        ),
         click.option(
             "--transform",
             default="none",
@@ -112,7 +114,7 @@ def _settings(values: dict) -> ToySettings:
     transform = values["transform"]
     return ToySettings(
         dim=values["dim"],
-        mi_values=tuple(parse_list("--mi", values["mi_values"], float, unique=False)),
+        mi_values=tuple(parse_list("mi_values", values["mi_values"], float, unique=False)),
         steps_per_stage=values["steps_per_stage"],
         batch_size=values["batch_size"],
         lr=values["lr"],
@@ -140,12 +142,12 @@ def _device_of_this_process(device: str) -> str:
 
 def _grid(values: dict, critics: str, negatives: str) -> study.Grid:
     return study.Grid(
-        estimators=tuple(parse_list("--estimators", values["estimators"], str)),
-        critics=tuple(parse_list("--critic", critics, str)),
-        negatives=tuple(parse_list("--negatives", negatives, int)),
+        estimators=tuple(parse_list("estimators", values["estimators"], str)),
+        critics=tuple(parse_list("critics", critics, str)),
+        negatives=tuple(parse_list("negatives", negatives, int)),
         alpha=values["alpha"],
         seeds=values["seeds"],
-        first_seed=values["seed"],
+        first_seed=values["first_seed"],
     )
 
 
@@ -163,11 +165,15 @@ def toy() -> None:
 @toy.command("run")
 @_study_options
 @click.option(
-    "--critic", default="separable", show_default=True, help="separable, concat, bilinear or cosine."
+    "--critic",
+    "critics",
+    default="separable",
+    show_default=True,
+    help="separable, concat, bilinear or cosine.",
 )
 @click.option("--negatives", default="63", show_default=True, help="K, negatives per anchor (1 to 65536).")
 @click.option("--out", type=click.Path(file_okay=False), default="runs/toy-run", show_default=True)
-def run_command(critic: str, negatives: str, out: str, **values) -> None:
+def run_command(critics: str, negatives: str, out: str, **values) -> None:
     """One configuration (one critic, one K, the given bounds and seeds) over the staircase.
 
     Writes OUT/curves.csv (run, estimator, critic, negatives, alpha, seed, step, true_mi, estimate),
@@ -175,7 +181,7 @@ def run_command(critic: str, negatives: str, out: str, **values) -> None:
     """
     set_threads_to_free_cores()
     settings = _settings(values)
-    grid = _grid(values, critic, negatives)
+    grid = _grid(values, critics, negatives)
     check_device(settings.device)
     out_path = Path(out)
     with Progress(settings.total_steps, "toy run", enabled=not values["quiet"]) as bar:
@@ -213,6 +219,7 @@ def _run_sweep(out: str, grid: study.Grid, settings: ToySettings, quiet: bool) -
 @_study_options
 @click.option(
     "--critic",
+    "critics",
     default="separable",
     show_default=True,
     help="Comma-separated critics: separable, concat, bilinear, cosine.",
@@ -224,7 +231,7 @@ def _run_sweep(out: str, grid: study.Grid, settings: ToySettings, quiet: bool) -
     help="Comma-separated K values (1 to 65536).",
 )
 @click.option("--out", type=click.Path(file_okay=False), default="runs/toy-sweep", show_default=True)
-def sweep_command(critic: str, negatives: str, out: str, **values) -> None:
+def sweep_command(critics: str, negatives: str, out: str, **values) -> None:
     """A grid of bounds x critics x K x seeds over the staircase, resumable, shared under torchrun.
 
     Each (critic, K) cell trains all its bounds and seeds as one batched model and is saved under
@@ -235,7 +242,7 @@ def sweep_command(critic: str, negatives: str, out: str, **values) -> None:
     gradnorm_vs_k.png and staircase_<critic>-K<K>.png.
     """
     set_threads_to_free_cores()
-    _run_sweep(out, _grid(values, critic, negatives), _settings(values), values["quiet"])
+    _run_sweep(out, _grid(values, critics, negatives), _settings(values), values["quiet"])
 
 
 @toy.command("demo")

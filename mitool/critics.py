@@ -10,6 +10,10 @@ Every critic is an ``nn.Module`` with two ways to score:
 * ``critic.pair_scores(x, y)`` -> (B,): f(x_i, y_i) for matched rows, i.e. ``pos``, without
   scoring every pair.
 
+:func:`bound_scores` gives both, ``(pos, neg)`` as the bounds take them, for either kind of
+negatives. :class:`mitool.stacked.StackedCritics` runs R critics of one class as one model (R seeds
+at once) with the same code, so a new critic is written once, here.
+
 Multi-layer perceptrons: ``hidden_layers`` counts the hidden layers, each Linear(width) followed by
 the activation, and one output Linear follows, so ``hidden_layers=2`` means three Linear layers
 (in -> width -> width -> out). This is what Poole et al. (2019) call "layers=2"; other code uses
@@ -19,9 +23,14 @@ embedding) are the toy protocol of the variational-bounds literature.
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from mitool import bounds, checks
 
 __all__ = [
     "ACTIVATIONS",
@@ -30,8 +39,11 @@ __all__ = [
     "ConcatCritic",
     "CosineCritic",
     "SeparableCritic",
+    "bound_scores",
     "make_critic",
     "mlp",
+    "option_names",
+    "pick_options",
 ]
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
@@ -44,23 +56,16 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {
 }
 
 
-def _check_int(name: str, value: int, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
 def mlp(
     in_features: int, out_features: int, hidden: int = 256, hidden_layers: int = 2, activation: str = "relu"
 ) -> nn.Sequential:
     """A ReLU (or other) MLP: ``hidden_layers`` blocks of Linear(hidden) + activation, then
     Linear(out_features). ``hidden_layers=0`` is a single Linear layer."""
-    _check_int("in_features", in_features, 1)
-    _check_int("out_features", out_features, 1)
-    _check_int("hidden", hidden, 1)
-    _check_int("hidden_layers", hidden_layers, 0)
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(ACTIVATIONS)}")
+    checks.whole_number("in_features", in_features, 1)
+    checks.whole_number("out_features", out_features, 1)
+    checks.whole_number("hidden", hidden, 1)
+    checks.whole_number("hidden_layers", hidden_layers, 0)
+    checks.choice("activation", activation, ACTIVATIONS)
     layers: list[nn.Module] = []
     width = in_features
     for _ in range(hidden_layers):
@@ -118,7 +123,7 @@ class ConcatCritic(nn.Module):
         self, x_dim: int, y_dim: int, hidden: int = 256, hidden_layers: int = 2, activation: str = "relu"
     ) -> None:
         super().__init__()
-        _check_int("hidden_layers", hidden_layers, 1)
+        checks.whole_number("hidden_layers", hidden_layers, 1)
         self.net = mlp(x_dim + y_dim, 1, hidden, hidden_layers, activation)
         self.x_dim = x_dim
 
@@ -144,8 +149,8 @@ class BilinearCritic(nn.Module):
 
     def __init__(self, x_dim: int, y_dim: int) -> None:
         super().__init__()
-        _check_int("x_dim", x_dim, 1)
-        _check_int("y_dim", y_dim, 1)
+        checks.whole_number("x_dim", x_dim, 1)
+        checks.whole_number("y_dim", y_dim, 1)
         self.weight = nn.Parameter(torch.randn(x_dim, y_dim) * (0.01 / (x_dim * y_dim) ** 0.25))
 
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
@@ -176,10 +181,9 @@ class CosineCritic(SeparableCritic):
         activation: str = "relu",
         temperature: float = 0.1,
     ) -> None:
-        if not temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {temperature!r}")
+        temperature = checks.positive("temperature", temperature)
         super().__init__(x_dim, y_dim, embed_dim, hidden, hidden_layers, activation)
-        self.temperature = float(temperature)
+        self.temperature = temperature
 
     def _unit_embeddings(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
         return F.normalize(self.embed_x(x), dim=1), F.normalize(self.embed_y(y), dim=1)
@@ -204,14 +208,43 @@ _CRITICS: dict[str, type[nn.Module]] = {
 NAMES: tuple[str, ...] = tuple(_CRITICS)
 
 
+def option_names(name: str) -> tuple[str, ...]:
+    """The keyword options that critic ``name`` takes (its constructor's, after x_dim and y_dim)."""
+    checks.choice("name", name, NAMES)
+    parameters = list(inspect.signature(_CRITICS[name]).parameters)
+    return tuple(parameters[2:])
+
+
+def pick_options(name: str, settings: Mapping[str, object]) -> dict[str, object]:
+    """The options of critic ``name`` taken from ``settings``, a mapping that may hold other
+    settings too (a study's embed_dim, hidden, temperature, ...); those absent or None are left to
+    the critic's defaults."""
+    return {key: settings[key] for key in option_names(name) if settings.get(key) is not None}
+
+
 def make_critic(name: str, x_dim: int, y_dim: int, **options: object) -> nn.Module:
     """Build the critic called ``name`` (one of :data:`NAMES`) with its keyword options
     (``embed_dim``, ``hidden``, ``hidden_layers``, ``activation``, ``temperature`` where they apply)."""
-    if name not in _CRITICS:
-        raise ValueError(f"unknown critic {name!r}; valid names: {', '.join(NAMES)}")
-    _check_int("x_dim", x_dim, 1)
-    _check_int("y_dim", y_dim, 1)
+    checks.choice("name", name, NAMES)
+    checks.whole_number("x_dim", x_dim, 1)
+    checks.whole_number("y_dim", y_dim, 1)
     try:
         return _CRITICS[name](x_dim, y_dim, **options)
     except TypeError as error:  # an option this critic does not take
         raise ValueError(f"critic {name!r}: {error}") from None
+
+
+def bound_scores(
+    critic: nn.Module, x: Tensor, y: Tensor, pool: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """The scores a bound takes from ``critic`` for B joint pairs (x (B, dx), y (B, dy)):
+    ``pos`` (B,) = f(x_i, y_i) and ``neg`` (B, K) with
+
+    * ``pool`` None: the other rows of the batch, neg[i] = f(x_i, y_j) for j != i (K = B - 1),
+      from the all-pairs matrix by :func:`mitool.bounds.split_scores`;
+    * ``pool`` (K, dy) samples of the marginal p(y): neg[i, k] = f(x_i, pool_k), one pool shared
+      by every anchor (any K, also K >= B).
+    """
+    if pool is None:
+        return bounds.split_scores(critic(x, y))
+    return critic.pair_scores(x, y), critic(x, pool)

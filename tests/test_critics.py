@@ -1,12 +1,17 @@
-"""Critic shapes, the all-pairs matrix against per-pair scoring, and the K >= B path."""
+"""Critic shapes, the all-pairs matrix against per-pair scoring, the K >= B path, and R critics as
+one stacked model against each critic alone."""
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 import torch
 
 from mitool import bounds
-from mitool.critics import NAMES, ConcatCritic, CosineCritic, SeparableCritic, make_critic
+from mitool.checks import ParameterError
+from mitool.critics import NAMES, ConcatCritic, CosineCritic, SeparableCritic, bound_scores, make_critic
+from mitool.stacked import StackedCritics
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -61,11 +66,11 @@ def test_cosine_critic_is_bounded_by_one_over_temperature() -> None:
 
 
 def test_bad_critic_arguments() -> None:
-    with pytest.raises(ValueError, match="valid names: separable"):
+    with pytest.raises(ParameterError, match="name must be one of separable, concat"):
         make_critic("mlp", 2, 2)
     with pytest.raises(ValueError, match="x_dim must be"):
         make_critic("separable", 0, 2)
-    with pytest.raises(ValueError, match="unknown activation"):
+    with pytest.raises(ParameterError, match="activation must be one of relu"):
         make_critic("separable", 2, 2, activation="sigmoidish")
     with pytest.raises(ValueError, match="temperature must be"):
         make_critic("cosine", 2, 2, temperature=0)
@@ -73,3 +78,94 @@ def test_bad_critic_arguments() -> None:
         make_critic("bilinear", 2, 2, hidden=3)
     with pytest.raises(ValueError, match="same number of rows"):
         make_critic("separable", 2, 2).pair_scores(torch.zeros(3, 2), torch.zeros(4, 2))
+
+
+# ----------------------------------------------------------------------------------------------
+# R critics as one stacked model (mitool.stacked): the same numbers as each critic on its own
+
+
+def _small(name: str, seed: int, **options) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    sizes = {} if name == "bilinear" else {"hidden": 16, **({"embed_dim": 8} if name != "concat" else {})}
+    return make_critic(name, 3, 2, **{**sizes, **options})
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("negatives", ["batch", "own pool", "shared pool"])
+def test_stacked_scores_equal_each_critic_alone(name: str, negatives: str) -> None:
+    modules = [_small(name, seed) for seed in range(3)]
+    stack = StackedCritics(modules)
+    x, y = torch.randn(3, 6, 3), torch.randn(3, 6, 2)
+    pool = {"batch": None, "own pool": torch.randn(3, 11, 2), "shared pool": torch.randn(11, 2)}[negatives]
+    pos, neg = stack.scores(x, y, pool)
+    assert pos.shape == (3, 6) and neg.shape == (3, 6, 5 if pool is None else 11)
+    for run, module in enumerate(modules):
+        run_pool = None if pool is None else (pool if pool.dim() == 2 else pool[run])
+        expected_pos, expected_neg = bound_scores(module, x[run], y[run], run_pool)
+        torch.testing.assert_close(pos[run], expected_pos, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(neg[run], expected_neg, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(pos[0], pos[1])  # different weights: not three copies of one critic
+
+
+def test_stacked_scores_with_a_batch_shared_by_every_run() -> None:
+    modules = [_small("separable", seed) for seed in range(2)]
+    x, y = torch.randn(5, 3), torch.randn(5, 2)
+    pos, neg = StackedCritics(modules).scores(x, y)
+    for run, module in enumerate(modules):
+        expected_pos, expected_neg = bound_scores(module, x, y)
+        torch.testing.assert_close(pos[run], expected_pos, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(neg[run], expected_neg, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_stacked_training_with_a_dropped_run_equals_separate_training(name: str) -> None:
+    """Adam over the stack is R Adams; dropping a run midway keeps the others' weights and moments.
+    In float64: Adam's first steps (g / sqrt(g^2)) would turn float32 rounding into visible noise."""
+    modules = [_small(name, seed).double() for seed in range(3)]
+    alone = [copy.deepcopy(module) for module in modules]
+    stack = StackedCritics(modules)
+    optimiser = torch.optim.Adam(stack.parameters(), lr=1e-2)
+    separate = [torch.optim.Adam(module.parameters(), lr=1e-2) for module in alone]
+    generator = torch.Generator().manual_seed(0)
+    live = [0, 1, 2]
+    for step in range(6):
+        if step == 3:  # drop run 1 (row 1 of the stack)
+            optimiser = stack.drop({1}, optimiser)
+            live = [0, 2]
+        x = torch.randn(len(live), 6, 3, generator=generator, dtype=torch.float64)
+        y = torch.randn(len(live), 6, 2, generator=generator, dtype=torch.float64)
+        pos, neg = stack.scores(x, y)
+        loss = sum(bounds.infonce(pos[row], neg[row]).loss for row in range(len(live)))
+        optimiser.zero_grad()
+        loss.backward()
+        norms = stack.grad_norms()
+        optimiser.step()
+        for row, run in enumerate(live):
+            separate[run].zero_grad()
+            bounds.infonce(*bound_scores(alone[run], x[row], y[row])).loss.backward()
+            grads = torch.cat([p.grad.flatten() for p in alone[run].parameters()])
+            torch.testing.assert_close(norms[row], grads.norm(), rtol=1e-9, atol=1e-12)
+            separate[run].step()
+    assert len(stack) == 2
+    for trained, run in zip(stack.critics(), live, strict=True):
+        for (name_a, a), (name_b, b) in zip(
+            trained.named_parameters(), alone[run].named_parameters(), strict=True
+        ):
+            assert name_a == name_b
+            torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+    for name_, value in stack.named_parameters().items():  # the critic's names and shapes, R first
+        assert value.shape == (2, *dict(modules[0].named_parameters())[name_].shape)
+
+
+def test_stacked_critics_must_agree() -> None:
+    with pytest.raises(ParameterError, match="critics must all have one class"):
+        StackedCritics([_small("separable", 0), _small("cosine", 0)])
+    with pytest.raises(ParameterError, match="critic 1"):
+        StackedCritics([_small("cosine", 0), _small("cosine", 1, temperature=0.5)])
+    with pytest.raises(ParameterError, match="critics must hold at least one"):
+        StackedCritics([])
+    stack = StackedCritics([_small("bilinear", 0), _small("bilinear", 1)])
+    with pytest.raises(ParameterError, match=r"x must have shape \(R=2"):
+        stack.scores(torch.zeros(3, 4, 3), torch.zeros(3, 4, 2))
+    with pytest.raises(ParameterError, match="runs must be positions from 0 to 1"):
+        stack.drop({2})

@@ -29,16 +29,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mitool import bounds, checks, critics
 from mitool.files import atomic_write_json, read_csv, write_csv
 from mitool.toy.batched import ProgressCallback, RunRecord, train_vectorised
-from mitool.toy.config import (
-    RunSpec,
-    ToySettings,
-    check_alpha,
-    check_critic,
-    check_estimator,
-    check_negatives,
-)
+from mitool.toy.config import RunSpec, ToySettings, check_negatives
 
 __all__ = [
     "CURVE_COLUMNS",
@@ -86,23 +80,19 @@ class Grid:
     first_seed: int = 0
 
     def __post_init__(self) -> None:
-        if not self.estimators:
-            raise ValueError("--estimators: give at least one estimator")
-        for name in self.estimators:
-            check_estimator(name)
-        if not self.critics:
-            raise ValueError("--critic: give at least one critic")
-        for name in self.critics:
-            check_critic(name)
+        for parameter, allowed in (("estimators", bounds.NAMES), ("critics", critics.NAMES)):
+            names = getattr(self, parameter)
+            if not names:
+                raise checks.ParameterError(parameter, f"must list at least one of {', '.join(allowed)}")
+            for name in names:
+                checks.choice(parameter, name, allowed)
         if not self.negatives:
-            raise ValueError("--negatives: give at least one K")
+            raise checks.ParameterError("negatives", "must list at least one K")
         for value in self.negatives:
-            check_negatives(value)
-        check_alpha(self.alpha)
-        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
-            raise ValueError(f"--seeds: the number of seeds must be a whole number >= 1, got {self.seeds!r}")
-        if isinstance(self.first_seed, bool) or not isinstance(self.first_seed, int) or self.first_seed < 0:
-            raise ValueError(f"--seed: the first seed must be a whole number >= 0, got {self.first_seed!r}")
+            check_negatives("negatives", value)
+        checks.positive("alpha", self.alpha)
+        checks.whole_number("seeds", self.seeds, 1)
+        checks.whole_number("first_seed", self.first_seed, 0)
 
     def cells(self) -> list[tuple[str, int]]:
         return [(critic, negatives) for critic in self.critics for negatives in self.negatives]
