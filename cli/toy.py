@@ -1,131 +1,117 @@
 """``mitool toy`` (run, sweep, plot, demo): thin click shells over :mod:`mitool.toy`.
 
-Lists are comma-separated. Progress bars (with ETA and the current estimate) go to stderr and are
-off with --quiet. Bad values raise ValueError in :mod:`mitool.toy`, which the main group prints as one line
-``Error: ...`` with exit code 2.
+Lists are comma-separated. The choices and their help come from the registries:
+:data:`mitool.bounds.BOUNDS` (with each bound's summary), :data:`mitool.critics.NAMES`,
+:data:`mitool.tasks.TRANSFORMS`; the defaults from :class:`mitool.toy.config.ToySettings`. A bad value
+raises :class:`mitool.checks.ParameterError` naming the Python parameter, which the friendly group
+prints as one line with the option of the same Python name (``--batch-size must be ...``), exit 2.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import fields
 from pathlib import Path
 
 import click
 
+from mitool import bounds, critics, tasks
 from mitool.cli.common import check_device, log_line, progress_reporter
-from mitool.cli.errors import FriendlyGroup
+from mitool.cli.errors import FriendlyGroup, flag_of
 from mitool.progress import Progress
 from mitool.runtime import set_threads_to_free_cores
 from mitool.toy import plots, study
-from mitool.toy.config import DEFAULT_ALPHA, DIVERGENCE_THRESHOLD, ESTIMATORS, ToySettings, parse_list
+from mitool.toy.config import DEFAULT_ALPHA, MAX_NEGATIVES, ToySettings, parse_list
 
 __all__ = ["toy"]
 
-DEMO_ESTIMATORS = "infonce,eqco,dcl,nwj"
-DEMO_NEGATIVES = "4,16,64,256,1024"
+DEFAULTS = ToySettings()
+DEMO_ESTIMATORS = ("infonce", "eqco", "dcl", "nwj")
+DEMO_CRITICS = ("separable", "cosine")
+DEMO_NEGATIVES = (4, 16, 64, 256, 1024)
 DEMO_STEPS_PER_STAGE = 150
 
 
-def _study_options(function: Callable) -> Callable:
-    """The options that ``toy run`` and ``toy sweep`` share (names that scripts and docs rely on)."""
-    options = [
-        click.option(
-            "--estimators",
-            default="infonce,eqco,dcl,nwj",
-            show_default=True,
-            help=f"Comma-separated bounds to train; any of {', '.join(ESTIMATORS)}.",
-        ),
-        click.option(
-            "--alpha",
-            type=float,
-            default=DEFAULT_ALPHA,
-            show_default=True,
-            help="EqCo's alpha (> 0), the same for every K: the estimate is capped at log(alpha + 1).",
-        ),
-        click.option("--dim", type=int, default=20, show_default=True, help="Dimension d of x and y (>= 1)."),
-        click.option(
-            "--mi",
-            "mi_values",
-            default="2,4,6,8,10",
-            show_default=True,
-            help="The staircase: comma-separated true MI of each stage, in nats (>= 0).",
-        ),
-        click.option(
-            "--steps-per-stage", type=int, default=4000, show_default=True, help="Training steps per stage."
-        ),
-        click.option(
-            "--batch-size", type=int, default=64, show_default=True, help="Anchors B per step (>= 2)."
-        ),
-        click.option("--lr", type=float, default=5e-4, show_default=True, help="Adam learning rate."),
-        click.option(
-            "--seeds",
-            type=int,
-            default=1,
-            show_default=True,
-            help="Number of seeds per configuration (>= 1).",
-        ),
-        click.option(
-            "--seed", "first_seed", type=int, default=0, show_default=True, help="The first seed (>= 0)."
-        ),
-        click.option(
-            "--transform",
-            default="none",
-            show_default=True,
-            help="Invertible map applied to y (MI unchanged): none, cubic, asinh or half-cube.",
-        ),
-        click.option("--embed-dim", type=int, default=32, show_default=True, help="Critic embedding size."),
-        click.option(
-            "--hidden", type=int, default=256, show_default=True, help="Width of the critic's MLPs."
-        ),
-        click.option(
-            "--hidden-layers",
-            type=int,
-            default=2,
-            show_default=True,
-            help="Hidden layers of the critic's MLPs.",
-        ),
-        click.option(
-            "--temperature",
-            type=float,
-            default=0.1,
-            show_default=True,
-            help="Temperature of the cosine critic (scores in [-1/T, 1/T]).",
-        ),
-        click.option(
-            "--divergence-threshold",
-            type=float,
-            default=DIVERGENCE_THRESHOLD,
-            show_default=True,
-            help="A run whose estimate is NaN, infinite or beyond this many nats is stopped as diverged.",
-        ),
-        click.option(
-            "--device", default="cpu", show_default=True, help="torch device: cpu, cuda, cuda:1, ..."
-        ),
-        click.option("--quiet", is_flag=True, help="No progress bar."),
-    ]
+def _listing(names: tuple[str, ...] | list[str]) -> str:
+    return ", ".join(names)
+
+
+def _bound_help() -> str:
+    summaries = "; ".join(f"{name}: {bound.summary}" for name, bound in bounds.BOUNDS.items())
+    return f"Comma-separated bounds to train, of: {summaries}."
+
+
+def _option(flag: str, default: object, help: str, name: str | None = None) -> Callable:
+    """An option shown with its default; its type is the default's (int, float or text)."""
+    declarations = (flag, name) if name else (flag,)
+    return click.option(*declarations, default=default, show_default=True, help=help)
+
+
+def _apply(options: list[Callable], function: Callable) -> Callable:
     for option in reversed(options):
         function = option(function)
     return function
 
 
+_FORMAT = _option(
+    "--format",
+    "png",
+    f"Figure format, one of {_listing(plots.FORMATS)} (pdf and svg are vector).",
+    "file_format",
+)
+_QUIET = click.option("--quiet", is_flag=True, help="No progress display.")
+
+
+def _grid_options(function: Callable) -> Callable:
+    """What a study varies (options shared by ``toy run`` and ``toy sweep``)."""
+    return _apply(
+        [
+            _option("--estimators", _listing(DEMO_ESTIMATORS), _bound_help()),
+            _option("--alpha", DEFAULT_ALPHA, "EqCo's alpha (> 0), the same for every K: its estimate is "
+                    "capped at log(alpha + 1)."),
+            _option("--seeds", 1, "Seeds per configuration (>= 1)."),
+            _option("--seed", 0, "The first seed (>= 0).", "first_seed"),
+        ],
+        function,
+    )  # fmt: skip
+
+
+def _settings_options(function: Callable) -> Callable:
+    """What every run of a study shares: the fields of ToySettings, under the same Python names."""
+    transforms = _listing(("none", *tasks.TRANSFORMS))
+    return _apply(
+        [
+            _option("--dim", DEFAULTS.dim, "Dimension d of x and y (>= 1)."),
+            _option("--mi", _listing([f"{v:g}" for v in DEFAULTS.mi_values]),
+                    "The staircase: comma-separated true MI of each stage, in nats (>= 0).", "mi_values"),
+            _option("--steps-per-stage", DEFAULTS.steps_per_stage, "Training steps per stage (>= 2)."),
+            _option("--batch-size", DEFAULTS.batch_size, "Anchors B per step (>= 2)."),
+            _option("--lr", DEFAULTS.lr, "Adam's learning rate."),
+            _option("--transform", "none", f"Invertible map of each coordinate of y (the MI is unchanged): "
+                    f"{transforms}."),
+            _option("--embed-dim", DEFAULTS.embed_dim, "Embedding size of the separable and cosine critics."),
+            _option("--hidden", DEFAULTS.hidden, "Width of the critics' MLPs."),
+            _option("--hidden-layers", DEFAULTS.hidden_layers, "Hidden layers of the critics' MLPs (>= 1)."),
+            _option("--temperature", DEFAULTS.temperature, "Temperature of the cosine critic (scores in "
+                    "[-1/T, 1/T])."),
+            _option("--divergence-threshold", DEFAULTS.divergence_threshold, "A run whose estimate is NaN, "
+                    "infinite or beyond this many nats is stopped."),
+            _option("--device", DEFAULTS.device, "torch device: cpu, cuda, cuda:1, ..."),
+        ],
+        function,
+    )  # fmt: skip
+
+
 def _settings(values: dict) -> ToySettings:
-    transform = values["transform"]
-    return ToySettings(
-        dim=values["dim"],
-        mi_values=tuple(parse_list("mi_values", values["mi_values"], float, unique=False)),
-        steps_per_stage=values["steps_per_stage"],
-        batch_size=values["batch_size"],
-        lr=values["lr"],
-        transform=None if transform in ("none", "", None) else transform,
-        embed_dim=values["embed_dim"],
-        hidden=values["hidden"],
-        hidden_layers=values["hidden_layers"],
-        temperature=values["temperature"],
-        divergence_threshold=values["divergence_threshold"],
-        device=_device_of_this_process(values["device"]),
-    )
+    """ToySettings from the options of the same names (``--mi`` parsed as a list)."""
+    settings = {field.name: values[field.name] for field in fields(ToySettings)}
+    settings["mi_values"] = tuple(parse_list("mi_values", values["mi_values"], float, unique=False))
+    settings["device"] = _device_of_this_process(values["device"])
+    return ToySettings(**settings)
 
 
 def _device_of_this_process(device: str) -> str:
@@ -140,15 +126,20 @@ def _device_of_this_process(device: str) -> str:
     return f"cuda:{int(local_rank) % count}" if count else device
 
 
-def _grid(values: dict, critics: str, negatives: str) -> study.Grid:
+def _grid(values: dict) -> study.Grid:
     return study.Grid(
         estimators=tuple(parse_list("estimators", values["estimators"], str)),
-        critics=tuple(parse_list("critics", critics, str)),
-        negatives=tuple(parse_list("negatives", negatives, int)),
+        critics=tuple(parse_list("critics", values["critics"], str)),
+        negatives=tuple(parse_list("negatives", values["negatives"], int)),
         alpha=values["alpha"],
         seeds=values["seeds"],
         first_seed=values["first_seed"],
     )
+
+
+def _echo_written(paths: list[Path]) -> None:
+    for path in paths:
+        click.echo(f"wrote {path}")
 
 
 @click.group(cls=FriendlyGroup)
@@ -163,36 +154,57 @@ def toy() -> None:
 
 
 @toy.command("run")
-@_study_options
-@click.option(
-    "--critic",
-    "critics",
-    default="separable",
-    show_default=True,
-    help="separable, concat, bilinear or cosine.",
-)
-@click.option("--negatives", default="63", show_default=True, help="K, negatives per anchor (1 to 65536).")
-@click.option("--out", type=click.Path(file_okay=False), default="runs/toy-run", show_default=True)
-def run_command(critics: str, negatives: str, out: str, **values) -> None:
+@_grid_options
+@_settings_options
+@_option("--critic", "separable", f"The critic, one of {_listing(critics.NAMES)}.", "critics")
+@_option("--negatives", "63", f"K, negatives per anchor (1 to {MAX_NEGATIVES}).")
+@_option("--out", "runs/toy-run", "Output directory.")
+@_FORMAT
+@_QUIET
+def run_command(out: str, file_format: str, quiet: bool, **values) -> None:
     """One configuration (one critic, one K, the given bounds and seeds) over the staircase.
 
     Writes OUT/curves.csv (run, estimator, critic, negatives, alpha, seed, step, true_mi, estimate),
-    OUT/summary.csv, OUT/staircase.png and OUT/config.json.
+    OUT/summary.csv, OUT/staircase.FORMAT and OUT/config.json.
     """
     set_threads_to_free_cores()
-    settings = _settings(values)
-    grid = _grid(values, critics, negatives)
+    settings, grid = _settings(values), _grid(values)
     check_device(settings.device)
+    plots.check_format(file_format)
     out_path = Path(out)
-    with Progress(settings.total_steps, "toy run", enabled=not values["quiet"]) as bar:
+    with Progress(settings.total_steps, "toy run", enabled=not quiet) as bar:
         study.run(out_path, grid, settings, progress=progress_reporter(bar), log=log_line)
-    written = plots.redraw(out_path)
-    for path in [out_path / "curves.csv", out_path / "summary.csv", *written, out_path / "config.json"]:
-        click.echo(f"wrote {path}")
+    written = plots.redraw(out_path, file_format)
+    _echo_written([out_path / "curves.csv", out_path / "summary.csv", *written, out_path / "config.json"])
 
 
-def _run_sweep(out: str, grid: study.Grid, settings: ToySettings, quiet: bool) -> None:
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, as Ctrl-C raises KeyboardInterrupt."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Within ``with``, SIGTERM stops the program as SIGINT (Ctrl-C) does; in the main thread only."""
+
+    def terminate(number: int, frame: object) -> None:
+        raise _Terminated
+
+    try:
+        previous = signal.signal(signal.SIGTERM, terminate)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_sweep(out: str, grid: study.Grid, settings: ToySettings, quiet: bool, file_format: str) -> None:
+    """Run the sweep; on SIGINT or SIGTERM say which cells are saved and how to resume, then exit
+    with 128 + the signal's number."""
     check_device(settings.device)
+    plots.check_format(file_format)
     out_path = Path(out)
     bars: list[Progress] = []
 
@@ -201,7 +213,18 @@ def _run_sweep(out: str, grid: study.Grid, settings: ToySettings, quiet: bool) -
         return progress_reporter(bars[-1])
 
     try:
-        summary = study.sweep(out_path, grid, settings, progress_factory=factory, log=log_line)
+        with _sigterm_as_interrupt():
+            summary = study.sweep(out_path, grid, settings, progress_factory=factory, log=log_line)
+    except study.SettingsDiffer as error:  # the settings named by the options the user types
+        command = click.get_current_context().command
+        named = [(flag_of(command, name) or name, there, now) for name, there, now in error.differences]
+        raise study.SettingsDiffer(error.out, named) from None
+    except KeyboardInterrupt as stop:
+        for bar in bars:
+            bar.close()
+        number = signal.SIGTERM if isinstance(stop, _Terminated) else signal.SIGINT
+        log_line(f"toy sweep stopped by {number.name}: {study.interruption_note(out_path, grid)}")
+        sys.exit(128 + int(number))
     finally:
         for bar in bars:
             bar.close()
@@ -209,54 +232,44 @@ def _run_sweep(out: str, grid: study.Grid, settings: ToySettings, quiet: bool) -
         rank, world = study.distributed_rank()
         click.echo(f"rank {rank} of {world}: cells done; rank 0 writes {out_path / 'summary.csv'}")
         return
-    written = plots.redraw(out_path)
-    click.echo(f"wrote {summary}")
-    for path in written:
-        click.echo(f"wrote {path}")
+    _echo_written([summary, *plots.redraw(out_path, file_format)])
 
 
 @toy.command("sweep")
-@_study_options
-@click.option(
-    "--critic",
-    "critics",
-    default="separable",
-    show_default=True,
-    help="Comma-separated critics: separable, concat, bilinear, cosine.",
+@_grid_options
+@_settings_options
+@_option("--critic", "separable", f"Comma-separated critics, of: {_listing(critics.NAMES)}.", "critics")
+@_option(
+    "--negatives", _listing([str(k) for k in DEMO_NEGATIVES]), f"Comma-separated K (1 to {MAX_NEGATIVES})."
 )
-@click.option(
-    "--negatives",
-    default="4,16,64,256,1024",
-    show_default=True,
-    help="Comma-separated K values (1 to 65536).",
-)
-@click.option("--out", type=click.Path(file_okay=False), default="runs/toy-sweep", show_default=True)
-def sweep_command(critics: str, negatives: str, out: str, **values) -> None:
+@_option("--out", "runs/toy-sweep", "Output directory (a rerun with the same options resumes).")
+@_FORMAT
+@_QUIET
+def sweep_command(out: str, file_format: str, quiet: bool, **values) -> None:
     """A grid of bounds x critics x K x seeds over the staircase, resumable, shared under torchrun.
 
     Each (critic, K) cell trains all its bounds and seeds as one batched model and is saved under
-    OUT/cells/ when done; the same command on the same OUT skips finished cells. Under
-    `torchrun --nproc-per-node N` (RANK, WORLD_SIZE) cell i goes to rank i mod N and rank 0 writes
-    OUT/summary.csv (one row per estimator, critic, negatives, alpha, true_mi: n_seeds, mean, bias,
-    std, mse, grad_norm, steps_per_s, diverged) and the figures bias_vs_k.png, std_vs_k.png,
-    gradnorm_vs_k.png and staircase_<critic>-K<K>.png.
+    OUT/cells/ when done; the same command on the same OUT skips finished cells (Ctrl-C or SIGTERM
+    says which are saved). Under `torchrun --nproc-per-node N` (RANK, WORLD_SIZE) cell i goes to
+    rank i mod N and rank 0 writes OUT/summary.csv (one row per estimator, critic, negatives, alpha,
+    true_mi: n_seeds, mean, bias, std, mse, grad_norm, steps_per_s, diverged) and the figures
+    bias_vs_k, std_vs_k, gradnorm_vs_k and staircase_<critic>-K<K> (.FORMAT).
     """
     set_threads_to_free_cores()
-    _run_sweep(out, _grid(values, critics, negatives), _settings(values), values["quiet"])
+    _run_sweep(out, _grid(values), _settings(values), quiet, file_format)
 
 
 @toy.command("demo")
-@click.option("--out", type=click.Path(file_okay=False), default="runs/demo", show_default=True)
-@click.option(
+@_option("--out", "runs/demo", "Output directory (a rerun resumes).")
+@_option(
     "--steps-per-stage",
-    type=int,
-    default=DEMO_STEPS_PER_STAGE,
-    show_default=True,
-    help="Shortened from the protocol's 4000 so that the demo fits in 5 minutes on a 2-core CPU.",
+    DEMO_STEPS_PER_STAGE,
+    "Shortened from the protocol's 4000 to fit in 5 minutes on 2 cores.",
 )
-@click.option("--device", default="cpu", show_default=True, help="torch device.")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
-def demo_command(out: str, steps_per_stage: int, device: str, quiet: bool) -> None:
+@_option("--device", DEFAULTS.device, "torch device.")
+@_FORMAT
+@_QUIET
+def demo_command(out: str, steps_per_stage: int, device: str, file_format: str, quiet: bool) -> None:
     """The default study, one command: bounds infonce, eqco, dcl, nwj with the separable and the
     cosine critic, K = 4, 16, 64, 256, 1024, the 2-4-6-8-10 nat staircase, 3 seeds, steps per stage
     shortened to fit in about 5 minutes on a 2-core CPU.
@@ -265,26 +278,23 @@ def demo_command(out: str, steps_per_stage: int, device: str, quiet: bool) -> No
     --negatives 4,16,64,256,1024 --seeds 3 --steps-per-stage N --out OUT`.
     """
     set_threads_to_free_cores()
-    check_device(device)
     settings = ToySettings(steps_per_stage=steps_per_stage, device=device)
-    grid = study.Grid(
-        estimators=tuple(DEMO_ESTIMATORS.split(",")),
-        critics=("separable", "cosine"),
-        negatives=tuple(int(k) for k in DEMO_NEGATIVES.split(",")),
-        alpha=DEFAULT_ALPHA,
-        seeds=3,
-    )
-    _run_sweep(out, grid, settings, quiet)
-    click.echo(f"demo results in {Path(out)}: summary.csv, bias_vs_k.png, std_vs_k.png, gradnorm_vs_k.png")
+    grid = study.Grid(DEMO_ESTIMATORS, DEMO_CRITICS, DEMO_NEGATIVES, alpha=DEFAULT_ALPHA, seeds=3)
+    _run_sweep(out, grid, settings, quiet, file_format)
+    figures = ", ".join(f"{name}.{file_format}" for name in ("bias_vs_k", "std_vs_k", "gradnorm_vs_k"))
+    click.echo(f"demo results in {Path(out)}: summary.csv, {figures}")
 
 
 @toy.command("plot")
 @click.argument("out", type=click.Path(file_okay=False))
-def plot_command(out: str) -> None:
+@_FORMAT
+@click.option("--quiet", is_flag=True, help="Do not print the figures' paths.")
+def plot_command(out: str, file_format: str, quiet: bool) -> None:
     """Redraw every figure of a `toy run` or `toy sweep` directory OUT from its CSV files."""
     set_threads_to_free_cores()
-    for path in plots.redraw(Path(out)):
-        click.echo(f"wrote {path}")
+    written = plots.redraw(Path(out), file_format)
+    if not quiet:
+        _echo_written(written)
 
 
 if __name__ == "__main__":  # pragma: no cover

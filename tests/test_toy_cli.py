@@ -5,6 +5,11 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -120,7 +125,9 @@ def test_sweep_interrupted_and_resumed_equals_uninterrupted(tmp_path: Path, monk
     parts = tmp_path / "parts"
     monkeypatch.setattr(toy_study, "run_cell", killed_after_two_cells)
     interrupted = CliRunner().invoke(main, [*args, "--out", str(parts)])
-    assert interrupted.exit_code == 1 and "Aborted" in interrupted.stderr  # click's answer to Ctrl-C
+    assert interrupted.exit_code == 130  # 128 + SIGINT, as a shell reports Ctrl-C
+    (line,) = interrupted.stderr.strip().splitlines()
+    assert line.startswith("toy sweep stopped by SIGINT: 2 of 4 cells finished") and "resume" in line
     monkeypatch.setattr(toy_study, "run_cell", real_run_cell)
     assert len(list(parts.glob("cells/*/done.json"))) == 2 and not (parts / "summary.csv").exists()
     finished_before = {p: p.stat().st_mtime_ns for p in parts.glob("cells/*/curves.csv")}
@@ -146,11 +153,16 @@ def test_sweep_shared_by_ranks_only_rank_zero_writes_the_summary(tmp_path: Path,
     assert sorted({row["negatives"] for row in rows(tmp_path / "summary.csv")}) == ["2", "3", "4"]
 
 
-def test_resume_with_other_settings_is_refused(tmp_path: Path) -> None:
+def test_resume_with_other_settings_names_them_as_options(tmp_path: Path) -> None:
     args = ["toy", "sweep", "--estimators", "dcl", "--negatives", "2", "--out", str(tmp_path)]
     assert invoke(*args, *TINY).exit_code == 0
-    other = CliRunner().invoke(main, [*args, *TINY, "--lr", "0.01"])
-    assert other.exit_code == 2 and "other settings" in other.stderr
+    other = CliRunner().invoke(main, [*args, *TINY, "--lr", "0.01", "--mi", "1,4", "--seeds", "2"])
+    assert other.exit_code == 2
+    (line,) = other.stderr.strip().splitlines()
+    assert line.startswith(f"Error: --out {tmp_path} holds a study with other settings")
+    assert "--lr 0.0005 there, 0.01 now" in line and "--mi [1.0, 3.0] there, [1.0, 4.0] now" in line
+    assert "--seeds [0] there, [0, 1] now" in line and "--dim" not in line
+    assert invoke(*args, *TINY).exit_code == 0  # the same settings resume (nothing left to do)
 
 
 def test_diverged_runs_are_reported_and_marked(tmp_path: Path) -> None:
@@ -180,6 +192,23 @@ def test_plot_redraws_from_the_csvs(tmp_path: Path) -> None:
     (tmp_path / "staircase.png").unlink()
     result = invoke("toy", "plot", str(tmp_path))
     assert result.exit_code == 0 and (tmp_path / "staircase.png").stat().st_size > 1000
+    assert result.stdout == f"wrote {tmp_path / 'staircase.png'}\n"
+    quiet = invoke("toy", "plot", str(tmp_path), "--quiet", "--format", "svg")
+    assert quiet.exit_code == 0 and quiet.output == ""
+    assert (tmp_path / "staircase.svg").read_text().lstrip().startswith("<?xml")
+    assert invoke("toy", "plot", str(tmp_path), "--format", "pdf").exit_code == 0
+    assert (tmp_path / "staircase.pdf").read_bytes().startswith(b"%PDF")
+    assert not list(tmp_path.glob(".*"))  # no temporary file left behind by the atomic writes
+
+
+def test_sweep_writes_vector_figures(tmp_path: Path) -> None:
+    args = ["toy", "sweep", "--estimators", "infonce", "--negatives", "2,4", "--format", "svg", *TINY]
+    result = invoke(*args, "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    for name in ("bias_vs_k", "std_vs_k", "gradnorm_vs_k", "staircase_separable-K2"):
+        assert f"wrote {tmp_path / name}.svg" in result.stdout
+        assert "<svg" in (tmp_path / f"{name}.svg").read_text()
+    assert not list(tmp_path.glob("*.png"))
 
 
 def test_help_of_every_command() -> None:
@@ -207,31 +236,87 @@ def test_help_of_every_command() -> None:
         assert option in sweep_help
 
 
-BAD = [
+BAD = [  # (extra options, the option the one-line error must start with)
     (["--negatives", "0"], "--negatives"),
     (["--negatives", "4,70000"], "--negatives"),
     (["--negatives", "four"], "--negatives"),
+    (["--negatives", "4,"], "--negatives"),
     (["--alpha", "0"], "--alpha"),
     (["--alpha", "-3"], "--alpha"),
     (["--mi", "2,-1"], "--mi"),
+    (["--mi", "2,,4"], "--mi"),
+    (["--mi", "2,nan"], "--mi"),
     (["--dim", "0"], "--dim"),
+    (["--steps-per-stage", "1"], "--steps-per-stage"),
+    (["--batch-size", "1"], "--batch-size"),
+    (["--lr", "0"], "--lr"),
+    (["--embed-dim", "0"], "--embed-dim"),
+    (["--hidden", "0"], "--hidden"),
+    (["--hidden-layers", "0"], "--hidden-layers"),
+    (["--temperature", "-1"], "--temperature"),
+    (["--divergence-threshold", "0"], "--divergence-threshold"),
     (["--estimators", "infonce,magic"], "--estimators"),
+    (["--estimators", ""], "--estimators"),
     (["--critic", "resnet"], "--critic"),
     (["--seeds", "0"], "--seeds"),
+    (["--seed", "-1"], "--seed"),
     (["--transform", "square"], "--transform"),
     (["--estimators", "infonce,infonce"], "--estimators"),
     (["--negatives", "16,16"], "--negatives"),
     (["--device", "meta"], "--device"),
     (["--device", "cuda:7"], "--device"),
+    (["--format", "jpg"], "--format"),
 ]
 
 
 @pytest.mark.parametrize(("extra", "option"), BAD)
-def test_bad_input_is_one_line_with_exit_code_2(tmp_path: Path, extra: list[str], option: str) -> None:
+def test_bad_input_is_one_line_naming_the_option(tmp_path: Path, extra: list[str], option: str) -> None:
     args = ["toy", "sweep", "--estimators", "infonce", "--negatives", "3", "--out", str(tmp_path), "--quiet"]
     result = CliRunner().invoke(main, [*args, *extra])
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: ") and option in lines[0]
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {option} "), lines
     assert "Traceback" not in result.output
     assert not (tmp_path / "cells").exists()
+
+
+def test_bad_input_of_toy_run_and_plot(tmp_path: Path) -> None:
+    lists = CliRunner().invoke(main, ["toy", "run", "--critic", "separable,cosine", "--out", str(tmp_path)])
+    assert lists.exit_code == 2 and lists.stderr.startswith("Error: --critic takes one value")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    result = CliRunner().invoke(main, ["toy", "run", "--out", str(a_file), *TINY])
+    assert result.exit_code == 2 and result.stderr.startswith(f"Error: --out must be a directory; {a_file}")
+    empty = CliRunner().invoke(main, ["toy", "plot", str(tmp_path)])
+    assert empty.exit_code == 2 and "holds neither curves.csv" in empty.stderr
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
+def test_a_real_signal_stops_the_sweep_with_one_line_on_how_to_resume(tmp_path: Path, signal_number) -> None:
+    """The CLI in a child process at tiny sizes; the signal arrives once the first cell is saved."""
+    out = tmp_path / "sweep"
+    sweep = ["toy", "sweep", "--estimators", "infonce", "--negatives", "2,3,4,5,6,7", "--out", str(out)]
+    command = [sys.executable, "-m", "mitool.cli.main", *sweep, *TINY[:-1], "--steps-per-stage", "300"]
+    environment = {**os.environ, "MITOOL_THREADS": "1"}
+    child = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while (
+            not list(out.glob("cells/*/done.json")) and child.poll() is None and time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        assert child.poll() is None, child.communicate()
+        child.send_signal(signal_number)
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert child.returncode == 128 + signal_number
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    finished = len(list(out.glob("cells/*/done.json")))
+    assert 1 <= finished < 6
+    name = signal.Signals(signal_number).name
+    assert lines[-1].startswith(f"toy sweep stopped by {name}: {finished} of 6 cells finished and saved")
+    assert "Run the same command again to resume" in lines[-1] and "Traceback" not in stderr
+    assert not (out / "summary.csv").exists()

@@ -19,9 +19,19 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from mitool import checks  # noqa: E402
 from mitool.files import atomic_write_bytes, read_csv  # noqa: E402
 
-__all__ = ["plot_against_k", "plot_staircase", "redraw"]
+__all__ = ["FORMATS", "check_format", "plot_against_k", "plot_staircase", "redraw"]
+
+FORMATS: tuple[str, ...] = ("png", "pdf", "svg")
+"""Figure formats: png (raster, the default) and the vector formats pdf and svg."""
+
+
+def check_format(file_format: str) -> str:
+    """``file_format`` when it is one of :data:`FORMATS` (ParameterError otherwise)."""
+    return checks.choice("file_format", file_format, FORMATS)
+
 
 _COLOURS = {
     "infonce": "tab:blue",
@@ -45,7 +55,7 @@ def _save(figure: plt.Figure, path: Path) -> None:
     import io
 
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    figure.savefig(buffer, format=path.suffix.lstrip("."), dpi=150, bbox_inches="tight")
     plt.close(figure)
     atomic_write_bytes(path, buffer.getvalue())
 
@@ -184,8 +194,10 @@ def plot_staircase(curves: Sequence[dict[str, str]], path: Path, title: str = ""
     _save(figure, path)
 
 
-def redraw(out: Path) -> list[Path]:
-    """Every figure of a run or sweep directory, from its CSVs; returns the paths written."""
+def redraw(out: Path, file_format: str = "png") -> list[Path]:
+    """Every figure of a run or sweep directory, from its CSVs, in ``file_format`` (one of
+    :data:`FORMATS`); returns the paths written."""
+    suffix = "." + check_format(file_format)
     out = Path(out)
     if not out.is_dir():
         raise FileNotFoundError(f"OUT: no such directory: {out}")
@@ -195,15 +207,15 @@ def redraw(out: Path) -> list[Path]:
     if cells:  # a sweep
         summary = read_csv(summary_path)
         for column, name in (("bias", "bias_vs_k"), ("std", "std_vs_k"), ("grad_norm", "gradnorm_vs_k")):
-            plot_against_k(summary, column, out / f"{name}.png")
-            written.append(out / f"{name}.png")
+            plot_against_k(summary, column, out / f"{name}{suffix}")
+            written.append(out / f"{name}{suffix}")
         for curves_path in cells:
-            path = out / f"staircase_{curves_path.parent.name}.png"
+            path = out / f"staircase_{curves_path.parent.name}{suffix}"
             plot_staircase(read_csv(curves_path), path)
             written.append(path)
     elif (out / "curves.csv").is_file():  # a single run
-        plot_staircase(read_csv(out / "curves.csv"), out / "staircase.png")
-        written.append(out / "staircase.png")
+        plot_staircase(read_csv(out / "curves.csv"), out / f"staircase{suffix}")
+        written.append(out / f"staircase{suffix}")
     else:
         raise FileNotFoundError(f"OUT: {out} holds neither curves.csv (toy run) nor cells/ (toy sweep)")
     return written

@@ -38,8 +38,10 @@ __all__ = [
     "CURVE_COLUMNS",
     "SUMMARY_COLUMNS",
     "Grid",
+    "SettingsDiffer",
     "cell_specs",
     "distributed_rank",
+    "interruption_note",
     "run_cell",
     "summarize",
     "sweep",
@@ -252,7 +254,34 @@ def distributed_rank() -> tuple[int, int]:
     return rank, world
 
 
+class SettingsDiffer(checks.ParameterError):
+    """``out`` holds a study made with other settings. ``differences``: (setting, value there, value
+    now) for each setting that differs, named as the Python parameters of :class:`Grid` and
+    :class:`ToySettings` (``seeds`` is the list of seeds)."""
+
+    def __init__(self, out: Path, differences: list[tuple[str, object, object]]) -> None:
+        described = "; ".join(f"{name} {there} there, {now} now" for name, there, now in differences)
+        super().__init__(
+            "out", f"{out} holds a study with other settings ({described or 'config.json differs'}); "
+            "use another directory, or the same settings to resume",
+        )  # fmt: skip
+        self.out = out
+        self.differences = differences
+
+
+def _differences(existing: dict, config: dict) -> list[tuple[str, object, object]]:
+    """The settings of ``config`` whose values in ``existing`` (an older config.json) differ."""
+    found = []
+    for part in ("grid", "settings"):
+        there, now = existing.get(part) or {}, config[part]
+        found += [(name, there.get(name), value) for name, value in now.items() if there.get(name) != value]
+    if existing.get("kind") != config["kind"]:
+        found.insert(0, ("kind", existing.get("kind"), config["kind"]))
+    return found
+
+
 def _check_or_write_config(out: Path, config: dict, rank: int) -> None:
+    """Write OUT/config.json (rank 0), or check that the one there has the same key."""
     path = out / "config.json"
     if path.is_file():
         try:
@@ -260,17 +289,79 @@ def _check_or_write_config(out: Path, config: dict, rank: int) -> None:
         except (OSError, json.JSONDecodeError):
             existing = {}
         if existing.get("key") != config["key"]:
-            raise ValueError(
-                f"--out: {out} holds a sweep with other settings (config.json differs); "
-                "use another --out or the same options to resume"
-            )
+            raise SettingsDiffer(out, _differences(existing, config))
     elif rank == 0:
         atomic_write_json(path, config)
+
+
+def _make_out(out: Path) -> Path:
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise checks.ParameterError("out", f"must be a directory; {out} is a file")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _is_finished(out: Path, cell: tuple[str, int]) -> bool:
+    return (out / "cells" / cell_name(*cell) / "done.json").is_file()
+
+
+def interruption_note(out: Path, grid: Grid) -> str:
+    """One line for a sweep stopped midway: which cells are finished (saved) and how to resume."""
+    cells = Path(out) / "cells"
+    finished = [cell_name(*cell) for cell in grid.cells() if _is_finished(Path(out), cell)]
+    saved = f" ({', '.join(finished)})" if finished else ""
+    return (
+        f"{len(finished)} of {len(grid.cells())} cells finished and saved under {cells}{saved}; "
+        "the cell in training is lost. Run the same command again to resume: finished cells are skipped."
+    )
+
+
+def _train_cells(
+    out: Path,
+    grid: Grid,
+    settings: ToySettings,
+    cells: list[tuple[str, int]],
+    progress: Callable | None,
+    log: Log | None,
+) -> None:
+    """Train ``cells`` one after another, the progress counted over all of them."""
+    for number, (critic, negatives) in enumerate(cells):
+        cell_progress = None
+        if progress is not None:
+            offset = number * settings.total_steps
+            cell_progress = functools.partial(_shifted, progress, offset, f"{critic} K={negatives}:")
+        directory = out / "cells" / cell_name(critic, negatives)
+        run_cell(cell_specs(grid, critic, negatives), settings, directory, progress=cell_progress, log=log)
+    if progress is not None:
+        progress(len(cells) * settings.total_steps, math.nan)
 
 
 def _shifted(progress: Callable, offset: int, note: str, steps: int, estimate: float) -> None:
     """A cell's progress as the sweep's: steps counted from ``offset``, the cell named in ``note``."""
     progress(offset + steps, estimate, note)
+
+
+def _write_summary(out: Path, grid: Grid, wait_seconds: float, poll_seconds: float, log: Log | None) -> Path:
+    """Wait (up to ``wait_seconds``) for the other ranks' cells, then write OUT/summary.csv from
+    every finished cell's summary."""
+    cells = grid.cells()
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        missing = [cell for cell in cells if not _is_finished(out, cell)]
+        if not missing or time.monotonic() > deadline:
+            break
+        time.sleep(poll_seconds)
+    if missing and log is not None:
+        names = ", ".join(cell_name(*cell) for cell in missing)
+        log(f"summary written without {len(missing)} unfinished cells: {names}")
+    rows: list[list[object]] = []
+    for cell in cells:
+        path = out / "cells" / cell_name(*cell) / "summary.csv"
+        if path.is_file():
+            rows += [[row[column] for column in SUMMARY_COLUMNS] for row in read_csv(path)]
+    write_csv(out / "summary.csv", SUMMARY_COLUMNS, rows)
+    return out / "summary.csv"
 
 
 def sweep(
@@ -286,53 +377,24 @@ def sweep(
     ``OUT/summary.csv``; returns its path on rank 0 and None elsewhere.
 
     ``progress_factory(total_steps)`` is called once with the number of training steps this rank
-    has to run and returns the progress callback, called as ``progress(steps, estimate, note)``.
-    ``log`` gets one-line messages (divergences, skipped cells).
+    has to run (finished cells not counted) and returns the progress callback, called as
+    ``progress(steps, estimate, note)``. ``log`` gets one-line messages (divergences, skipped
+    cells). A rerun on the same ``out`` skips finished cells; with other settings it raises
+    :class:`SettingsDiffer`. Interrupted (KeyboardInterrupt), the finished cells stay saved:
+    :func:`interruption_note` says which.
     """
-    out = Path(out)
+    out = _make_out(out)
     rank, world = distributed_rank()
-    out.mkdir(parents=True, exist_ok=True)
     _check_or_write_config(out, study_config("sweep", grid, settings), rank)
-    cells = grid.cells()
-    mine = [cell for index, cell in enumerate(cells) if index % world == rank]
-    pending = [cell for cell in mine if not (out / "cells" / cell_name(*cell) / "done.json").is_file()]
+    mine = [cell for index, cell in enumerate(grid.cells()) if index % world == rank]
+    pending = [cell for cell in mine if not _is_finished(out, cell)]
     if log is not None and len(pending) < len(mine):
         log(f"rank {rank}: {len(mine) - len(pending)} of {len(mine)} cells already finished, skipped")
     progress = progress_factory(len(pending) * settings.total_steps) if progress_factory else None
-    done_before = 0
-    for critic, negatives in pending:
-        cell_progress = None
-        if progress is not None:
-            cell_progress = functools.partial(_shifted, progress, done_before, f"{critic} K={negatives}:")
-
-        run_cell(
-            cell_specs(grid, critic, negatives),
-            settings,
-            out / "cells" / cell_name(critic, negatives),
-            progress=cell_progress,
-            log=log,
-        )
-        done_before += settings.total_steps
-    if progress is not None:
-        progress(done_before, math.nan)
+    _train_cells(out, grid, settings, pending, progress, log)
     if rank != 0:
         return None
-    deadline = time.monotonic() + wait_seconds
-    while True:
-        missing = [c for c in cells if not (out / "cells" / cell_name(*c) / "done.json").is_file()]
-        if not missing or time.monotonic() > deadline:
-            break
-        time.sleep(poll_seconds)
-    if missing and log is not None:
-        names = ", ".join(cell_name(*cell) for cell in missing)
-        log(f"summary written without {len(missing)} unfinished cells: {names}")
-    rows: list[list[object]] = []
-    for critic, negatives in cells:
-        path = out / "cells" / cell_name(critic, negatives) / "summary.csv"
-        if path.is_file():
-            rows += [[row[column] for column in SUMMARY_COLUMNS] for row in read_csv(path)]
-    write_csv(out / "summary.csv", SUMMARY_COLUMNS, rows)
-    return out / "summary.csv"
+    return _write_summary(out, grid, wait_seconds, poll_seconds, log)
 
 
 def run(
@@ -344,10 +406,13 @@ def run(
 ) -> list[RunRecord]:
     """One configuration (one critic, one K; several bounds and seeds) over the staircase:
     OUT/curves.csv, OUT/summary.csv and OUT/config.json."""
-    if len(grid.critics) != 1 or len(grid.negatives) != 1:
-        raise ValueError("toy run takes one --critic and one --negatives value; use toy sweep for lists")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    for parameter in ("critics", "negatives"):
+        values = getattr(grid, parameter)
+        if len(values) != 1:
+            raise checks.ParameterError(
+                parameter, f"takes one value in a single run, got {len(values)}; a sweep takes lists"
+            )
+    out = _make_out(out)
     specs = cell_specs(grid, grid.critics[0], grid.negatives[0])
     records = run_cell(specs, settings, out, progress=progress, log=log, mark_done=False)
     atomic_write_json(out / "config.json", study_config("run", grid, settings))
