@@ -70,7 +70,7 @@ def _grid_options(function: Callable) -> Callable:
     """What a study varies (options shared by ``toy run`` and ``toy sweep``)."""
     return _apply(
         [
-            _option("--estimators", _listing(DEMO_ESTIMATORS), _bound_help()),
+            _option("--estimators", ",".join(DEMO_ESTIMATORS), _bound_help()),
             _option("--alpha", DEFAULT_ALPHA, "EqCo's alpha (> 0), the same for every K: its estimate is "
                     "capped at log(alpha + 1)."),
             _option("--seeds", 1, "Seeds per configuration (>= 1)."),
@@ -86,7 +86,7 @@ def _settings_options(function: Callable) -> Callable:
     return _apply(
         [
             _option("--dim", DEFAULTS.dim, "Dimension d of x and y (>= 1)."),
-            _option("--mi", _listing([f"{v:g}" for v in DEFAULTS.mi_values]),
+            _option("--mi", ",".join(f"{v:g}" for v in DEFAULTS.mi_values),
                     "The staircase: comma-separated true MI of each stage, in nats (>= 0).", "mi_values"),
             _option("--steps-per-stage", DEFAULTS.steps_per_stage, "Training steps per stage (>= 2)."),
             _option("--batch-size", DEFAULTS.batch_size, "Anchors B per step (>= 2)."),
@@ -240,7 +240,7 @@ def _run_sweep(out: str, grid: study.Grid, settings: ToySettings, quiet: bool, f
 @_settings_options
 @_option("--critic", "separable", f"Comma-separated critics, of: {_listing(critics.NAMES)}.", "critics")
 @_option(
-    "--negatives", _listing([str(k) for k in DEMO_NEGATIVES]), f"Comma-separated K (1 to {MAX_NEGATIVES})."
+    "--negatives", ",".join(str(k) for k in DEMO_NEGATIVES), f"Comma-separated K (1 to {MAX_NEGATIVES})."
 )
 @_option("--out", "runs/toy-sweep", "Output directory (a rerun with the same options resumes).")
 @_FORMAT

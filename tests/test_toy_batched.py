@@ -98,6 +98,18 @@ def test_summary_statistics_against_plain_numpy() -> None:
     assert float(first[10]) == pytest.approx(np.mean([r.grad_norms[0:4].mean() for r in records]), rel=1e-5)
     assert float(first[11]) == pytest.approx(8 / 2.0)
     assert first[12] == 0
+    # the spread over seeds of each seed's own bias, std and gradient norm (the figures' error bars)
+    own = [
+        (r.estimates[2:4].mean() - 1.0, r.estimates[2:4].std(ddof=1), r.grad_norms[0:4].mean())
+        for r in records
+    ]
+    for column, expected in zip(first[13:], np.std(own, axis=0, ddof=1), strict=True):
+        assert float(column) == pytest.approx(expected, rel=1e-5)
+    assert float(first[13]) > 0
     window = np.concatenate([r.estimates[6:8] for r in records[:2]])
     assert second[5] == 2 and second[12] == 1
     assert float(second[7]) == pytest.approx(window.mean() - 2.0, rel=1e-5)
+    biases = [r.estimates[6:8].mean() - 2.0 for r in records[:2]]
+    assert float(second[13]) == pytest.approx(np.std(biases, ddof=1), rel=1e-5)
+    one_seed = summarize(records[:1], settings)
+    assert one_seed[0][13:] == ["nan", "nan", "nan"]

@@ -1,13 +1,23 @@
 """Figures of the toy study, drawn from its CSV files only (so ``mitool toy plot`` can redraw them).
 
-* :func:`plot_against_k`: bias, std or gradient norm against K (log2 axis), one line per bound and
-  critic, one panel per true MI; cells where some seed diverged get a red cross.
-* :func:`plot_staircase`: the estimate at every step (faint points) with its exponential moving
-  average, the true-MI staircase and InfoNCE's cap log(K + 1), as in Poole et al. (2019), Fig. 2.
+* :func:`figure_against_k`: bias, std or gradient norm against K (log axis, ticks at the K values
+  run), one line per bound (colour) and critic (line style), one panel per true MI; a band of
+  +- 1 standard deviation over seeds of each seed's own value; cells where a seed diverged get a red
+  cross; values beyond the axis (a runaway bias) a triangle on the edge with the value.
+* :func:`figure_staircase`: the estimate against the training step, as in Poole et al. (2019),
+  Fig. 2: the mean over seeds (smoothed), the range over seeds as a band, every step's estimate as
+  faint dots, the true-MI staircase and the caps of the capped bounds (log(K + 1) for InfoNCE).
+
+Each figure ends with a caption line: what the lines and bands are, steps per stage, seeds, batch
+and d (from OUT/config.json). Colours follow the order of :data:`mitool.bounds.NAMES` and line
+styles that of :data:`mitool.critics.NAMES`, so a bound has one colour in every figure. The axes
+fit the data and the stages asked for. Figures are written atomically, as png, pdf or svg.
 """
 
 from __future__ import annotations
 
+import io
+import json
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -18,14 +28,38 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
-from mitool import checks  # noqa: E402
+from mitool import bounds, checks, critics  # noqa: E402
 from mitool.files import atomic_write_bytes, read_csv  # noqa: E402
 
-__all__ = ["FORMATS", "check_format", "plot_against_k", "plot_staircase", "redraw"]
+__all__ = ["FORMATS", "check_format", "figure_against_k", "figure_staircase", "redraw"]
 
 FORMATS: tuple[str, ...] = ("png", "pdf", "svg")
 """Figure formats: png (raster, the default) and the vector formats pdf and svg."""
+
+BIAS_LIMIT = 3.0
+"""The bias axis shows at most this many nats above the truth and below an estimate of zero
+(bias -I - 3); values beyond (a runaway or collapsed bound) are marked on the edge with their value."""
+
+STAIRCASE_MARGIN = 3.0
+"""The staircase's axis shows estimates up to this many nats above the largest true MI."""
+
+_STATISTICS = {  # column: (axis label, spread column, title)
+    "bias": (r"bias $\hat{I} - I$ (nats)", "bias_seed_sd", "Bias of the MI estimate against K"),
+    "std": (r"std of $\hat{I}$ (nats)", "std_seed_sd", "Standard deviation of the MI estimate against K"),
+    "grad_norm": (
+        r"gradient norm $\Vert\partial\mathcal{L}/\partial\theta\Vert_2$",
+        "grad_norm_seed_sd",
+        "Gradient norm of the loss against K",
+    ),
+}
+_STYLES = ("-", ":", "-.", "--")  # by critics.NAMES: separable solid, cosine dashed
+_SYMBOLS = {"alpha": r"\alpha"}  # how a bound's option is written in mathtext
+_CLIPPED = {"marker": "^", "markersize": 7, "linestyle": ""}
+_RING = {"marker": "o", "markersize": 9, "markerfacecolor": "none", "markeredgecolor": "red", "mew": 1.5,
+         "linestyle": ""}  # fmt: skip
+_CROSS = {"marker": "x", "markersize": 8, "color": "red", "mew": 2, "linestyle": ""}
 
 
 def check_format(file_format: str) -> str:
@@ -33,165 +67,381 @@ def check_format(file_format: str) -> str:
     return checks.choice("file_format", file_format, FORMATS)
 
 
-_COLOURS = {
-    "infonce": "tab:blue",
-    "eqco": "tab:orange",
-    "dcl": "tab:green",
-    "dclw": "tab:olive",
-    "nwj": "tab:red",
-    "dv": "tab:purple",
-    "js": "tab:brown",
-    "smile": "tab:pink",
-}
-_STYLES = {"separable": "-", "cosine": "--", "concat": ":", "bilinear": "-."}
-_LABELS = {
-    "bias": "bias (nats): mean estimate - true MI",
-    "std": "std of the estimate (nats)",
-    "grad_norm": "gradient norm ||d loss / d theta||",
-}
+def colour_of(estimator: str) -> str:
+    """The bound's colour: its place in :data:`mitool.bounds.NAMES` in matplotlib's cycle."""
+    return f"C{bounds.NAMES.index(estimator) % 10}" if estimator in bounds.NAMES else "black"
+
+
+def style_of(critic: str) -> str:
+    return _STYLES[critics.NAMES.index(critic) % len(_STYLES)] if critic in critics.NAMES else "-"
+
+
+def _float(text: object) -> float:
+    try:
+        return float(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def _save(figure: plt.Figure, path: Path) -> None:
-    import io
-
     buffer = io.BytesIO()
     figure.savefig(buffer, format=path.suffix.lstrip("."), dpi=150, bbox_inches="tight")
     plt.close(figure)
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def _float(text: str) -> float:
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        return math.nan
+def _caption(figure: plt.Figure, text: str) -> None:
+    figure.text(0.01, -0.01, text, ha="left", va="top", fontsize=8, color="0.25", wrap=True)
 
 
-BIAS_CEILING = 3.0
-"""Bias panels show at most this many nats above the truth; larger (runaway) values are drawn as
-triangles on the upper edge, labelled with their value."""
+def _protocol(settings: dict | None, seeds: int) -> str:
+    """'150 steps per stage, 3 seeds, batch 64, d = 20' (what config.json says; seeds always)."""
+    parts = [f"{seeds} seed{'s' if seeds != 1 else ''}"]
+    if settings:
+        parts.insert(0, f"{settings['steps_per_stage']} steps per stage")
+        parts += [f"batch {settings['batch_size']}", f"d = {settings['dim']}"]
+        if settings.get("transform"):
+            parts.append(f"y transformed by {settings['transform']}")
+    return ", ".join(parts)
 
 
-def plot_against_k(summary: Sequence[dict[str, str]], column: str, path: Path, title: str = "") -> None:
-    """One panel per true MI; x = K (log2), y = ``column``; red crosses on the upper edge mark cells
-    where some seed diverged (those seeds are left out of the statistics)."""
+# ------------------------------------------------------------------------------------------------
+# bias, std and gradient norm against K
+
+
+def _k_axis(axis: plt.Axes, all_k: np.ndarray) -> None:
+    axis.set_xscale("log", base=2)
+    axis.set_xticks(all_k, [f"{int(k)}" for k in all_k])
+    axis.xaxis.set_minor_locator(ticker.NullLocator())
+    axis.set_xlim(all_k.min() / 1.4, all_k.max() * 1.4)
+    axis.set_xlabel("K (negatives per anchor)")
+
+
+def _log_axis(axis: plt.Axes, values: list[float]) -> None:
+    """A log y-axis over the positive ``values``, ticks at 1, 2, 5 x 10^n written as plain numbers."""
+    positive = [v for v in values if v > 0]
+    axis.set_yscale("log")
+    if positive:
+        axis.set_ylim(min(positive) / 1.3, max(positive) * 1.3)
+    axis.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.yaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.yaxis.set_minor_formatter(ticker.NullFormatter())
+
+
+def _mark_clipped(
+    axis: plt.Axes, ks: np.ndarray, values: np.ndarray, low: float, high: float, colour: str
+) -> bool:
+    """Triangles on the edge for values beyond [low, high], with the value; True if any."""
+    marked = False
+    for k, value in zip(ks, values, strict=True):
+        if np.isfinite(value) and not low <= value <= high:
+            edge, marker, offset = (high, "^", -11) if value > high else (low, "v", 6)
+            axis.plot([k], [edge], marker=marker, color=colour, markersize=7, linestyle="", clip_on=False)
+            axis.annotate(f"{value:.3g}", (k, edge), textcoords="offset points", xytext=(0, offset),
+                          ha="center", fontsize=7, color=colour)  # fmt: skip
+            marked = True
+    return marked
+
+
+def _mark_diverged(
+    axis: plt.Axes, ks: np.ndarray, shown: np.ndarray, diverged: np.ndarray
+) -> tuple[bool, bool]:
+    """A red ring on the points whose statistics leave out diverged seeds; a red cross at the top
+    where every seed diverged (no point). Returns (any ring, any cross)."""
+    ring = diverged & np.isfinite(shown)
+    cross = diverged & ~np.isfinite(shown)
+    axis.plot(ks[ring], shown[ring], **_RING)
+    axis.plot(ks[cross], np.full(cross.sum(), 0.95), transform=axis.get_xaxis_transform(), **_CROSS)
+    return bool(ring.any()), bool(cross.any())
+
+
+def _panel_lines(
+    rows: Sequence[dict[str, str]], column: str
+) -> dict[tuple[str, str], tuple[np.ndarray, ...]]:
+    """(estimator, critic) -> (K, value, spread over seeds, diverged?, alpha) sorted by K."""
+    spread_column = _STATISTICS[column][1]
+    lines: dict[tuple[str, str], list[dict[str, str]]] = defaultdict(list)
+    for row in rows:
+        lines[(row["estimator"], row["critic"])].append(row)
+    result = {}
+    for key, members in sorted(lines.items(), key=lambda item: (_order(item[0][0]), item[0][1])):
+        members = sorted(members, key=lambda r: int(r["negatives"]))
+        result[key] = (
+            np.array([int(r["negatives"]) for r in members], dtype=float),
+            np.array([_float(r[column]) for r in members]),
+            np.array([_float(r.get(spread_column)) for r in members]),
+            np.array([int(r.get("diverged") or 0) > 0 for r in members]),
+            np.array([_float(r.get("alpha")) for r in members]),
+        )
+    return result
+
+
+def _order(estimator: str) -> int:
+    return bounds.NAMES.index(estimator) if estimator in bounds.NAMES else len(bounds.NAMES)
+
+
+def _cap_minus_truth(estimator: str, ks: np.ndarray, alphas: np.ndarray, true_mi: float) -> np.ndarray | None:
+    """The bound's ceiling (log(K + 1); EqCo's log(alpha + 1)) minus the true MI, or None."""
+    bound = bounds.BOUNDS.get(estimator)
+    if bound is None or bound.form != "coupled":
+        return None
+    caps = []
+    for k, alpha in zip(ks, alphas, strict=True):
+        options = {"alpha": alpha} if "alpha" in bound.option_names and np.isfinite(alpha) else {}
+        caps.append(bound.ceiling(int(k), options) if set(options) == set(bound.option_names) else math.nan)
+    return np.array(caps) - true_mi
+
+
+def _draw_panel(
+    axis: plt.Axes, rows: Sequence[dict[str, str]], column: str, true_mi: float
+) -> dict[str, bool]:
+    """One true MI's panel; returns which kinds of marks it drew (for the legend)."""
+    drawn = dict.fromkeys(("clipped", "some diverged", "all diverged", "cap", "band"), False)
+    lines = _panel_lines(rows, column)
+    shown = [v for _, values, spread, _, _ in lines.values() for v in np.concatenate([values, values - spread,
+             values + spread]) if np.isfinite(v)]  # fmt: skip
+    low, high = -math.inf, math.inf
+    if column == "bias":
+        low = max(min(shown + [0.0]), -true_mi - BIAS_LIMIT) - 0.3
+        high = min(max(shown + [0.0]), BIAS_LIMIT) + 0.3
+        axis.set_ylim(low, high)
+        axis.axhline(0.0, color="black", linewidth=0.8)
+    else:
+        _log_axis(axis, shown)
+    for (estimator, critic), (ks, values, spread, diverged, alphas) in lines.items():
+        colour = colour_of(estimator)
+        axis.plot(ks, values, style_of(critic), marker="o", markersize=3.5, color=colour, linewidth=1.4)
+        if np.isfinite(spread).any():
+            axis.fill_between(ks, values - spread, values + spread, color=colour, alpha=0.15, linewidth=0)
+            drawn["band"] = True
+        drawn["clipped"] |= _mark_clipped(axis, ks, values, low, high, colour)
+        some, every = _mark_diverged(axis, ks, np.clip(values, low, high), diverged)
+        drawn["some diverged"] |= some
+        drawn["all diverged"] |= every
+        cap = _cap_minus_truth(estimator, ks, alphas, true_mi) if column == "bias" else None
+        if cap is not None and np.isfinite(cap).any():
+            axis.plot(ks, cap, ":", color=colour, linewidth=1.0)
+            drawn["cap"] = True
+    axis.set_title(f"$I$ = {true_mi:g} nats", fontsize=10)
+    axis.grid(alpha=0.3)
+    return drawn
+
+
+def _legend_against_k(figure: plt.Figure, summary: Sequence[dict[str, str]], drawn: dict[str, bool]) -> None:
+    """Entries for what is drawn only: the bounds (colours), the critics (styles) when several."""
+    estimators = sorted({row["estimator"] for row in summary}, key=_order)
+    critic_names = sorted({row["critic"] for row in summary}, key=lambda c: style_of(c))
+    handles = [plt.Line2D([], [], color=colour_of(name), marker="o", markersize=3.5) for name in estimators]
+    labels = list(estimators)
+    if len(critic_names) > 1:
+        handles += [plt.Line2D([], [], color="0.3", linestyle=style_of(name)) for name in critic_names]
+        labels += [f"{name} critic" for name in critic_names]
+    extras = {
+        "cap": (plt.Line2D([], [], color="0.3", linestyle=":"), "the bound's cap minus $I$"),
+        "some diverged": (plt.Line2D([], [], **_RING), "some seeds diverged (left out)"),
+        "all diverged": (plt.Line2D([], [], **_CROSS), "every seed diverged"),
+        "clipped": (plt.Line2D([], [], color="0.3", **_CLIPPED), "beyond the axis (value)"),
+    }
+    for key, (handle, label) in extras.items():
+        if drawn[key]:
+            handles.append(handle)
+            labels.append(label)
+    figure.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
+
+
+def figure_against_k(
+    summary: Sequence[dict[str, str]], column: str, settings: dict | None = None
+) -> plt.Figure:
+    """The figure of ``column`` (bias, std or grad_norm) against K from the rows of summary.csv;
+    ``settings``: the study's settings (config.json) for the caption."""
+    column = checks.choice("column", column, tuple(_STATISTICS))
     stages = sorted({_float(row["true_mi"]) for row in summary})
     if not stages:
-        raise ValueError(f"no rows to plot for {path.name}")
-    figure, axes = plt.subplots(1, len(stages), figsize=(3.6 * len(stages) + 1.5, 4.0), squeeze=False)
-    lines: dict[tuple[str, str], list[dict[str, str]]] = defaultdict(list)
-    for row in summary:
-        lines[(row["estimator"], row["critic"])].append(row)
+        raise ValueError("summary.csv has no rows to plot")
+    figure, axes = plt.subplots(1, len(stages), figsize=(2.9 * len(stages) + 0.6, 3.1), squeeze=False)
     all_k = np.array(sorted({int(r["negatives"]) for r in summary}), dtype=float)
+    drawn: dict[str, bool] = defaultdict(bool)
     for axis, true_mi in zip(axes[0], stages, strict=True):
-        panel_values = []
-        for (estimator, critic), rows in sorted(lines.items()):
-            rows = sorted(
-                (r for r in rows if _float(r["true_mi"]) == true_mi), key=lambda r: int(r["negatives"])
-            )
-            ks = np.array([int(r["negatives"]) for r in rows])
-            values = np.array([_float(r[column]) for r in rows])
-            colour = _COLOURS.get(estimator, "black")
-            panel_values += list(values[np.isfinite(values)])
-            shown = values
-            if column == "bias":
-                shown = np.where(values > BIAS_CEILING, np.nan, values)
-                for k, value in zip(ks, values, strict=True):
-                    if np.isfinite(value) and value > BIAS_CEILING:
-                        axis.plot([k], [BIAS_CEILING], "^", color=colour, markersize=7)
-                        axis.annotate(f"{value:.0f}", (k, BIAS_CEILING), textcoords="offset points",
-                                      xytext=(0, -11), ha="center", fontsize=7, color=colour)  # fmt: skip
-            axis.plot(ks, shown, _STYLES.get(critic, "-"), marker="o", markersize=3, color=colour,
-                      label=f"{estimator} ({critic})")  # fmt: skip
-            diverged = np.array([int(r.get("diverged") or 0) > 0 for r in rows])
-            if diverged.any():
-                axis.plot(ks[diverged], np.full(diverged.sum(), 0.96), "x", color="red", markersize=9, mew=2,
-                          transform=axis.get_xaxis_transform())  # fmt: skip
-        if column == "bias":
-            axis.axhline(0.0, color="black", linewidth=0.8)
-            axis.plot(all_k, np.log(all_k + 1) - true_mi, color="gray", linestyle=":", label="log(K+1) - I")
-            low = min([-true_mi] + panel_values) - 0.5
-            axis.set_ylim(low, BIAS_CEILING + 0.8)
-        elif any(v > 0 for v in panel_values):
-            axis.set_yscale("log")
-        axis.set_xscale("log", base=2)
-        axis.set_title(f"true MI = {true_mi:g} nats")
-        axis.set_xlabel("K (negatives per anchor)")
-        axis.grid(alpha=0.3)
-    axes[0][0].set_ylabel(_LABELS.get(column, column))
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    if any(int(r.get("diverged") or 0) > 0 for r in summary):
-        handles.append(plt.Line2D([], [], linestyle="", marker="x", color="red", mew=2))
-        labels.append("diverged (some seed)")
-    if column == "bias":
-        handles.append(plt.Line2D([], [], linestyle="", marker="^", color="gray"))
-        labels.append(f"off scale (> {BIAS_CEILING:g}), value below")
-    figure.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
-    if title:
-        figure.suptitle(title)
+        for key, value in _draw_panel(axis, [r for r in summary if _float(r["true_mi"]) == true_mi], column,
+                                      true_mi).items():  # fmt: skip
+            drawn[key] |= value
+        _k_axis(axis, all_k)
+    axes[0][0].set_ylabel(_STATISTICS[column][0])
+    _legend_against_k(figure, summary, drawn)
+    figure.suptitle(_STATISTICS[column][2], fontsize=11)
     figure.tight_layout()
-    _save(figure, path)
+    seeds = max(int(r.get("n_seeds") or 0) + int(r.get("diverged") or 0) for r in summary)
+    band = "; bands: ± 1 s.d. over seeds of each seed's own value" if drawn["band"] else ""
+    _caption(figure, f"Statistics of the last half of each stage, pooled over seeds{band}. "
+             f"{_protocol(settings, seeds)}.")  # fmt: skip
+    return figure
+
+
+# ------------------------------------------------------------------------------------------------
+# the staircase
 
 
 def _ema(values: np.ndarray, weight: float) -> np.ndarray:
+    """Exponential moving average along the last axis, started at the first value; NaN stays NaN."""
     smoothed = np.empty_like(values)
-    current = values[0]
-    for index, value in enumerate(values):
-        current = weight * current + (1 - weight) * value
-        smoothed[index] = current
+    current = values[..., 0]
+    for index in range(values.shape[-1]):
+        current = weight * current + (1 - weight) * values[..., index]
+        smoothed[..., index] = current
     return smoothed
 
 
-def plot_staircase(curves: Sequence[dict[str, str]], path: Path, title: str = "") -> None:
-    """Estimates per step for each bound of one critic and K: faint points for every seed, the EMA
-    of the mean over seeds, the true MI (black) and log(K + 1) (dashed)."""
-    if not curves:
-        raise ValueError(f"no curve rows to plot for {path.name}")
-    by_estimator: dict[str, dict[int, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
-    true_mi: dict[int, float] = {}
+def _estimates_by_bound(curves: Sequence[dict[str, str]], total: int) -> dict[str, np.ndarray]:
+    """estimator -> (seeds, steps) estimates, NaN after a run stopped."""
+    by_seed: dict[str, dict[int, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
     for row in curves:
-        step = int(row["step"])
-        by_estimator[row["estimator"]][int(row["seed"])].append((step, _float(row["estimate"])))
-        true_mi[step] = _float(row["true_mi"])
-    steps = np.array(sorted(true_mi))
-    truth = np.array([true_mi[s] for s in steps])
-    negatives = int(curves[0]["negatives"])
-    top = truth.max() + 5
-    figure, axis = plt.subplots(figsize=(8, 4.2))
-    total = steps[-1] + 1
-    ema_weight = 1 - 1 / max(10, total / 100)
-    for estimator, seeds in by_estimator.items():
-        colour = _COLOURS.get(estimator, "black")
-        stacked = np.full((len(seeds), total), np.nan)
-        for row, points in enumerate(seeds.values()):
-            points = np.array(points)
-            stacked[row, points[:, 0].astype(int)] = points[:, 1]
-            axis.plot(
-                points[:, 0], np.clip(points[:, 1], -2, top), ".", color=colour, alpha=0.08, markersize=2
-            )
-            last_step = int(points[-1, 0])
-            if last_step + 1 < total:  # stopped early: diverged
-                axis.plot([last_step], [top - 0.3], "x", color="red", markersize=9, mew=2)
-        finite = np.isfinite(stacked)
-        counts = finite.sum(axis=0)
-        mean = np.where(finite, stacked, 0.0).sum(axis=0) / np.maximum(counts, 1)
-        valid = counts > 0
-        if valid.any():
-            axis.plot(
-                steps[valid], np.clip(_ema(mean[valid], ema_weight), -2, top), color=colour, label=estimator
-            )
-    axis.step(steps, truth, where="post", color="black", linewidth=1.2, label="true MI")
-    axis.axhline(
-        math.log(negatives + 1), color="gray", linestyle="--", linewidth=1, label=f"log(K+1), K={negatives}"
-    )
-    axis.set_ylim(-2, top)
+        by_seed[row["estimator"]][int(row["seed"])].append((int(row["step"]), _float(row["estimate"])))
+    result = {}
+    for estimator in sorted(by_seed, key=_order):
+        matrix = np.full((len(by_seed[estimator]), total), np.nan)
+        for row, points in enumerate(by_seed[estimator].values()):
+            steps, values = np.array(points).T
+            matrix[row, steps.astype(int)] = values
+        result[estimator] = matrix
+    return result
+
+
+def _stair_limits(truth: np.ndarray, lines: list[np.ndarray], caps: list[float]) -> tuple[float, float]:
+    """The y-range: the stages asked for and the mean lines, at most STAIRCASE_MARGIN above the
+    largest true MI and down to -STAIRCASE_MARGIN."""
+    values = np.concatenate([truth, *[line[np.isfinite(line)] for line in lines], np.array(caps)])
+    low = max(min(values.min(), 0.0), -STAIRCASE_MARGIN)
+    high = min(values.max(), truth.max() + STAIRCASE_MARGIN)
+    pad = 0.05 * (high - low) + 0.2
+    return low - pad, high + pad
+
+
+def _mark_clipped_line(axis: plt.Axes, steps: np.ndarray, line: np.ndarray, low: float, high: float,
+                       colour: str) -> bool:  # fmt: skip
+    """A triangle on the edge where the line leaves the axis (at its most extreme point beyond)."""
+    marked = False
+    for beyond, edge, marker, offset in ((line > high, high, "^", -11), (line < low, low, "v", 6)):
+        if beyond.any():
+            extreme = int(np.nanargmax(np.where(beyond, np.abs(line), -np.inf)))
+            axis.plot([steps[extreme]], [edge], marker=marker, color=colour, markersize=7, clip_on=False)
+            axis.annotate(f"{line[extreme]:.3g}", (steps[extreme], edge), textcoords="offset points",
+                          xytext=(0, offset), ha="center", fontsize=7, color=colour)  # fmt: skip
+            marked = True
+    return marked
+
+
+def _caps(curves: Sequence[dict[str, str]], estimators: Sequence[str], negatives: int) -> dict[str, float]:
+    """estimator -> the ceiling of its estimate (log(K + 1); EqCo's log(alpha + 1)) where it has one."""
+    alphas = {row["estimator"]: _float(row.get("alpha")) for row in curves}
+    caps = {}
+    for name in estimators:
+        cap = _cap_minus_truth(name, np.array([negatives]), np.array([alphas.get(name, math.nan)]), 0.0)
+        if cap is not None and np.isfinite(cap[0]):
+            caps[name] = float(cap[0])
+    return caps
+
+
+def _over_seeds(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, minimum and maximum over seeds (axis 0) of the finite values; NaN where none is."""
+    finite = np.isfinite(values)
+    counts = finite.sum(axis=0)
+    mean = np.where(finite, values, 0.0).sum(axis=0) / np.maximum(counts, 1)
+    low = np.where(finite, values, np.inf).min(axis=0)
+    high = np.where(finite, values, -np.inf).max(axis=0)
+    return tuple(np.where(counts > 0, v, np.nan) for v in (mean, low, high))  # type: ignore[return-value]
+
+
+def _draw_bound_steps(
+    axis: plt.Axes, name: str, steps: np.ndarray, matrix: np.ndarray, smoothed: np.ndarray,
+    limits: tuple[float, float],
+) -> tuple[bool, bool]:  # fmt: skip
+    """One bound on the staircase: every step's estimate (dots), the range over seeds of the
+    smoothed curves (band), their mean (line), a red cross where a seed stopped (diverged).
+    Returns (line clipped, a seed diverged)."""
+    colour, (low, high) = colour_of(name), limits
+    axis.plot(np.broadcast_to(steps, matrix.shape).ravel(), np.clip(matrix, low, high).ravel(), ".",
+              color=colour, alpha=0.06, markersize=1.5, rasterized=True)  # fmt: skip
+    mean, smallest, largest = _over_seeds(smoothed)
+    if matrix.shape[0] > 1:
+        axis.fill_between(steps, smallest, largest, color=colour, alpha=0.2, linewidth=0)
+    axis.plot(steps, mean, color=colour, linewidth=1.6, label=name)
+    clipped = _mark_clipped_line(axis, steps, mean, low, high, colour)
+    diverged, inset = False, 0.03 * (high - low)  # crosses kept inside the frame
+    for row in matrix:
+        finite = np.flatnonzero(np.isfinite(row))
+        if finite.size and finite[-1] + 1 < len(steps):
+            axis.plot([finite[-1]], [np.clip(row[finite[-1]], low + inset, high - inset)], **_CROSS)
+            diverged = True
+    return clipped, diverged
+
+
+def figure_staircase(curves: Sequence[dict[str, str]], settings: dict | None = None) -> plt.Figure:
+    """The estimates of one critic and K (rows of curves.csv) against the step; ``settings``: the
+    study's settings (config.json) for the caption."""
+    if not curves:
+        raise ValueError("curves.csv has no rows to plot")
+    true_mi = {int(row["step"]): _float(row["true_mi"]) for row in curves}
+    steps = np.arange(max(true_mi) + 1)
+    truth = np.array([true_mi.get(step, math.nan) for step in steps])
+    negatives, critic = int(curves[0]["negatives"]), curves[0]["critic"]
+    matrices = _estimates_by_bound(curves, len(steps))
+    weight = 1 - 1 / max(10, len(steps) / 100)
+    smoothed = {name: _ema(matrix, weight) for name, matrix in matrices.items()}
+    means = {name: _over_seeds(values)[0] for name, values in smoothed.items()}
+    caps = _caps(curves, list(matrices), negatives)
+    limits = _stair_limits(truth, list(means.values()), list(caps.values()))
+    figure, axis = plt.subplots(figsize=(7.5, 3.8))
+    clipped = diverged = False
+    for name, matrix in matrices.items():
+        marks = _draw_bound_steps(axis, name, steps, matrix, smoothed[name], limits)
+        clipped, diverged = clipped or marks[0], diverged or marks[1]
+    _draw_caps(axis, caps)
+    axis.step(steps, truth, where="post", color="black", linewidth=1.2, label="true MI $I$")
+    _finish_staircase(figure, axis, limits, clipped, diverged, f"{critic} critic, K = {negatives}")
+    seeds = max(matrix.shape[0] for matrix in matrices.values())
+    band = "; bands: range over seeds" if seeds > 1 else ""
+    _caption(figure, f"Lines: mean over seeds, smoothed (EMA over ~{1 / (1 - weight):.0f} steps){band}; "
+             f"dots: every step's estimate. {_protocol(settings, seeds)}.")  # fmt: skip
+    return figure
+
+
+def _draw_caps(axis: plt.Axes, caps: dict[str, float]) -> None:
+    """A dashed line at each capped bound's ceiling, labelled with its formula and value."""
+    for name, cap in caps.items():
+        weight_option = bounds.BOUNDS[name].weight_option
+        symbol = "K" if weight_option is None else _SYMBOLS.get(weight_option, weight_option)
+        label = f"cap of {name}: $\\log({symbol} + 1)$ = {cap:.2f}"
+        axis.axhline(cap, color=colour_of(name), linestyle="--", linewidth=0.9, label=label)
+
+
+def _finish_staircase(figure: plt.Figure, axis: plt.Axes, limits: tuple[float, float], clipped: bool,
+                      diverged: bool, title: str) -> None:  # fmt: skip
+    axis.set_title(title, fontsize=11)
+    axis.set_ylim(*limits)
+    axis.set_xlim(0, None)
     axis.set_xlabel("training step")
-    axis.set_ylabel("MI estimate (nats)")
-    axis.set_title(title or f"{curves[0]['critic']} critic, K = {negatives}")
-    axis.legend(loc="upper left", fontsize=8, ncol=2)
+    axis.set_ylabel(r"MI estimate $\hat{I}$ (nats)")
     axis.grid(alpha=0.3)
+    handles, labels = axis.get_legend_handles_labels()
+    if clipped:
+        handles.append(plt.Line2D([], [], color="0.3", **_CLIPPED))
+        labels.append("beyond the axis (value)")
+    if diverged:
+        handles.append(plt.Line2D([], [], **_CROSS))
+        labels.append("a seed diverged (stopped there)")
+    axis.legend(handles, labels, loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
     figure.tight_layout()
-    _save(figure, path)
+
+
+# ------------------------------------------------------------------------------------------------
+# a run's or a sweep's directory
+
+
+def _settings_of(out: Path) -> dict | None:
+    try:
+        return json.loads((out / "config.json").read_text())["settings"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def redraw(out: Path, file_format: str = "png") -> list[Path]:
@@ -201,21 +451,25 @@ def redraw(out: Path, file_format: str = "png") -> list[Path]:
     out = Path(out)
     if not out.is_dir():
         raise FileNotFoundError(f"OUT: no such directory: {out}")
-    written = []
-    summary_path = out / "summary.csv"
+    settings = _settings_of(out)
+    written: list[Path] = []
+
+    def save(figure: plt.Figure, path: Path) -> None:
+        _save(figure, path)
+        written.append(path)
+
     cells = sorted((out / "cells").glob("*/curves.csv")) if (out / "cells").is_dir() else []
     if cells:  # a sweep
-        summary = read_csv(summary_path)
+        summary = read_csv(out / "summary.csv")
         for column, name in (("bias", "bias_vs_k"), ("std", "std_vs_k"), ("grad_norm", "gradnorm_vs_k")):
-            plot_against_k(summary, column, out / f"{name}{suffix}")
-            written.append(out / f"{name}{suffix}")
+            save(figure_against_k(summary, column, settings), out / f"{name}{suffix}")
         for curves_path in cells:
-            path = out / f"staircase_{curves_path.parent.name}{suffix}"
-            plot_staircase(read_csv(curves_path), path)
-            written.append(path)
+            save(
+                figure_staircase(read_csv(curves_path), settings),
+                out / f"staircase_{curves_path.parent.name}{suffix}",
+            )
     elif (out / "curves.csv").is_file():  # a single run
-        plot_staircase(read_csv(out / "curves.csv"), out / f"staircase{suffix}")
-        written.append(out / f"staircase{suffix}")
+        save(figure_staircase(read_csv(out / "curves.csv"), settings), out / f"staircase{suffix}")
     else:
         raise FileNotFoundError(f"OUT: {out} holds neither curves.csv (toy run) nor cells/ (toy sweep)")
     return written

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mitool import bounds, checks, critics
+from mitool import bounds, checks, critics, tasks
 from mitool.files import atomic_write_json, read_csv, write_csv
 from mitool.toy.batched import ProgressCallback, RunRecord, train_vectorised
 from mitool.toy.config import RunSpec, ToySettings, check_negatives
@@ -62,9 +62,13 @@ SUMMARY_COLUMNS = (
     "grad_norm",
     "steps_per_s",
     "diverged",
+    "bias_seed_sd",
+    "std_seed_sd",
+    "grad_norm_seed_sd",
 )
 """The issue's columns, then ``diverged``: how many seeds had diverged by the end of the stage
-(those seeds are left out of n_seeds and of the statistics)."""
+(those seeds are left out of n_seeds and of the statistics), then the spread over seeds of bias,
+std and grad_norm (see :func:`summarize`)."""
 
 Log = Callable[[str], None]
 
@@ -134,6 +138,9 @@ def summarize(records: Sequence[RunRecord], settings: ToySettings) -> list[list[
     mean = mean(e), bias = mean - I, std = standard deviation of e (ddof 1), mse = mean((e - I)^2);
     grad_norm = mean over the whole stage and the seeds of ||grad of the loss w.r.t. the critic's
     parameters||; steps_per_s = training steps per second of one run (its batched group's rate).
+    bias_seed_sd, std_seed_sd, grad_norm_seed_sd: the standard deviation (ddof 1) over those seeds
+    of each seed's own bias, std and grad_norm (nan with fewer than two seeds): the error bars of
+    the figures.
     """
     groups: dict[tuple, list[RunRecord]] = {}
     for record in records:
@@ -142,27 +149,40 @@ def summarize(records: Sequence[RunRecord], settings: ToySettings) -> list[list[
     rows = []
     for (estimator, critic, negatives, alpha), members in groups.items():
         for stage in settings.staircase:
-            half = stage.start + stage.steps // 2
             finished = [r for r in members if r.diverged_step is None or r.diverged_step >= stage.stop]
-            diverged = len(members) - len(finished)
-            if finished:
-                window = np.concatenate([r.estimates[half : stage.stop] for r in finished])
-                mean = float(window.mean())
-                std = float(window.std(ddof=1)) if window.size > 1 else 0.0
-                mse = float(np.mean((window - stage.mi) ** 2))
-                grad = float(np.mean([r.grad_norms[stage.start : stage.stop].mean() for r in finished]))
-                rate = float(
-                    np.mean([settings.total_steps / r.seconds for r in finished if r.seconds > 0] or [0])
-                )
-                values = [mean, mean - stage.mi, std, mse, grad, rate]
-            else:
-                values = [math.nan] * 6
+            pooled, spread = _stage_statistics(finished, stage, settings.total_steps)
             rows.append(
                 [estimator, critic, negatives, alpha, f"{stage.mi:g}", len(finished)]
-                + [_number(v) for v in values]
-                + [diverged]
+                + [_number(v) for v in pooled]
+                + [len(members) - len(finished)]
+                + [_number(v) for v in spread]
             )
     return rows
+
+
+def _stage_statistics(
+    finished: Sequence[RunRecord], stage: tasks.Stage, total_steps: int
+) -> tuple[list[float], list[float]]:
+    """(mean, bias, std, mse, grad_norm, steps_per_s) pooled over the seeds, and the standard
+    deviation over seeds of each seed's (bias, std, grad_norm); see :func:`summarize`."""
+    if not finished:
+        return [math.nan] * 6, [math.nan] * 3
+    half = stage.start + stage.steps // 2
+    windows = [r.estimates[half : stage.stop] for r in finished]
+    grads = [float(r.grad_norms[stage.start : stage.stop].mean()) for r in finished]
+    window = np.concatenate(windows)
+    mean = float(window.mean())
+    std = float(window.std(ddof=1)) if window.size > 1 else 0.0
+    mse = float(np.mean((window - stage.mi) ** 2))
+    rate = float(np.mean([total_steps / r.seconds for r in finished if r.seconds > 0] or [0]))
+    per_seed = np.array(
+        [
+            [w.mean() - stage.mi, w.std(ddof=1) if w.size > 1 else 0.0, g]
+            for w, g in zip(windows, grads, strict=True)
+        ]
+    )
+    spread = per_seed.std(axis=0, ddof=1) if len(finished) > 1 else np.full(3, math.nan)
+    return [mean, mean - stage.mi, std, mse, float(np.mean(grads)), rate], [float(v) for v in spread]
 
 
 def _number(value: float) -> str:
@@ -359,7 +379,8 @@ def _write_summary(out: Path, grid: Grid, wait_seconds: float, poll_seconds: flo
     for cell in cells:
         path = out / "cells" / cell_name(*cell) / "summary.csv"
         if path.is_file():
-            rows += [[row[column] for column in SUMMARY_COLUMNS] for row in read_csv(path)]
+            # a cell written before a column was added has it empty
+            rows += [[row.get(column, "") for column in SUMMARY_COLUMNS] for row in read_csv(path)]
     write_csv(out / "summary.csv", SUMMARY_COLUMNS, rows)
     return out / "summary.csv"
 
