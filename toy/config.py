@@ -170,22 +170,3 @@ def parse_list(parameter: str, text: str, kind: type, unique: bool = True) -> li
                 parameter, f"may list each value once, got {', '.join(repeated)} twice or more"
             )
     return parsed
-
-
-# ------------------------------------------------------------------------------------------------
-# Transitional names for code outside the toy study that still imports them (cli/estimate.py and
-# toy/estimate.py, which are moving to mitool.estimate); removed once nothing imports them.
-
-ESTIMATORS: tuple[str, ...] = bounds.NAMES
-
-
-def check_estimator(name: str, option: str = "estimator") -> str:
-    return checks.choice(option.lstrip("-").replace("-", "_"), name, bounds.NAMES)
-
-
-def check_critic(name: str) -> str:
-    return checks.choice("critic", name, critics.NAMES)
-
-
-def check_alpha(alpha: float) -> float:
-    return checks.positive("alpha", alpha)
