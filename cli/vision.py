@@ -18,6 +18,7 @@ import click
 
 from mitool import bounds
 from mitool.cli.errors import FriendlyGroup
+from mitool.cli.vision_sweep import sweep
 from mitool.runtime import set_threads_to_free_cores
 from mitool.vision.backbones import ARCHITECTURES
 from mitool.vision.config import (
@@ -329,3 +330,6 @@ def plot(out: str, output: str | None) -> None:
 
     set_threads_to_free_cores()
     click.echo(plot_run(out, output), file=sys.stdout)
+
+
+vision.add_command(sweep)
