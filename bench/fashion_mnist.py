@@ -236,7 +236,7 @@ def main() -> None:
             )
             pretrained_top1 = _knn(pretrained, arguments)
             entry = {
-                "run": run, "seed": seed, "steps": summary["steps"], "minutes": round(minutes, 2),
+                "run": run, "seed": seed, "steps": summary["step"], "minutes": round(minutes, 2),
                 "epochs_scheduled": config.epochs, "last_loss": summary["metrics"].get("loss"),
                 "random_init_top1": random_top1, "pretrained_top1": pretrained_top1,
                 "gain_over_random_points": 100 * (pretrained_top1 - random_top1),
@@ -244,7 +244,7 @@ def main() -> None:
             }  # fmt: skip
             report["runs"].append(entry)
             print(
-                f"{run} seed {seed}: {summary['steps']} steps in {minutes:.1f} min, kNN top-1 "
+                f"{run} seed {seed}: {summary['step']} steps in {minutes:.1f} min, kNN top-1 "
                 f"{100 * pretrained_top1:.2f}% (random init {100 * random_top1:.2f}%)",
                 file=sys.stderr,
             )

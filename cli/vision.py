@@ -10,15 +10,18 @@ the library (``batch_size must be ...``) is shown with the flag the user typed (
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import signal
 import sys
 import textwrap
 from collections.abc import Callable
 
 import click
+from click.core import ParameterSource
 
 from mitool import bounds
 from mitool.cli.errors import FriendlyGroup
-from mitool.cli.vision_sweep import sweep
 from mitool.runtime import set_threads_to_free_cores
 from mitool.vision.backbones import ARCHITECTURES
 from mitool.vision.config import (
@@ -32,6 +35,7 @@ from mitool.vision.config import (
 )
 from mitool.vision.data import DATASETS
 from mitool.vision.methods import METHODS
+from mitool.vision.plot import FORMATS
 
 __all__ = ["vision"]
 
@@ -218,7 +222,7 @@ _WORKERS_HELP = "Data loader processes per process [sized to the free cores]."
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def pretrain(resume: bool, quiet: bool, **settings) -> None:
     from mitool.vision.config import PretrainConfig
-    from mitool.vision.train import TrainingDiverged
+    from mitool.vision.train import TrainingDiverged, TrainingInterrupted
     from mitool.vision.train import pretrain as run_pretraining
 
     set_threads_to_free_cores()
@@ -226,8 +230,40 @@ def pretrain(resume: bool, quiet: bool, **settings) -> None:
         summary = run_pretraining(PretrainConfig(**settings), resume=resume, progress=not quiet)
     except TrainingDiverged as error:
         raise click.ClickException(str(error)) from None
+    except TrainingInterrupted as stop:
+        click.echo(
+            f"interrupted by {stop.signal} at step {stop.step} (epoch {stop.epoch:g}): checkpoint written to "
+            f"{stop.checkpoint}; resume with: {resume_command(click.get_current_context())}",
+            err=True,
+        )
+        number = getattr(signal.Signals, stop.signal, signal.SIGINT)
+        sys.exit(128 + int(number))
     if not quiet:
-        click.echo(json.dumps({key: summary[key] for key in ("steps", "epochs", "metrics", "knn")}), err=True)
+        click.echo(json.dumps(summary), err=True)
+
+
+def resume_command(ctx: click.Context) -> str:
+    """The command line that continues the run of ``ctx``: the options the user typed, then
+    --resume (under a launcher such as torchrun, prefix it with the same launcher)."""
+    names, context = [], ctx
+    while context.parent is not None:  # the sub-commands' names, whatever the program was called
+        names.append(context.info_name)
+        context = context.parent
+    words = ["mitool", *reversed(names)]
+    for param in ctx.command.params:
+        if (
+            param.name in ("resume", None)
+            or ctx.get_parameter_source(param.name) is not ParameterSource.COMMANDLINE
+        ):
+            continue
+        value = ctx.params[param.name]
+        if isinstance(param, click.Option) and param.is_flag:
+            flags = param.opts if value else param.secondary_opts
+            words += flags[-1:] if value is True or param.secondary_opts else []
+        else:
+            words += [max(param.opts, key=len), str(value)]
+    prefix = "the launcher, then " if int(os.environ.get("WORLD_SIZE", "1")) > 1 else ""
+    return prefix + shlex.join([*words, "--resume"])
 
 
 @vision.command()
@@ -239,40 +275,28 @@ def pretrain(resume: bool, quiet: bool, **settings) -> None:
 @click.option("--batch-size", type=int, default=256, show_default=True)
 @click.option("--workers", type=int, default=None, help=_WORKERS_HELP)
 @click.option("--max-samples", type=int, default=None, help="Cap on memory and query sets (evenly spaced).")
-@click.option("--device", type=click.Choice(DEVICES), default="cpu", show_default=True)
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def knn(checkpoint, dataset, data_dir, image_size, k, temperature, batch_size, workers, max_samples, device,
-        as_json, quiet) -> None:  # fmt: skip
+def knn(as_json: bool, quiet: bool, workers: int | None, device: str, **options) -> None:
     """kNN top-1/top-5 of the frozen backbone (cosine, weighted vote; train split as memory,
-    test split scored)."""
-    import torch
-
+    test split scored). The result goes into the run's OUT/evaluations.json too, for vision plot."""
+    from mitool.cli.common import check_device
     from mitool.vision.data import default_workers
-    from mitool.vision.evaluate import evaluate_knn, load_backbone
+    from mitool.vision.evaluate import knn_of_checkpoint
 
     set_threads_to_free_cores()
-    for name, value in (("k", k), ("batch-size", batch_size)):
-        if value < 1:
-            raise ValueError(f"--{name} must be >= 1, got {value}")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda was asked for but no CUDA GPU is available; use --device cpu")
-    backbone, _, config, _ = load_backbone(checkpoint, torch.device(device))
-    name = dataset or config["dataset"]
-    directory = data_dir or (config["data_dir"] if name == config["dataset"] else None)
-    synthetic = (
-        {"size": config["synthetic_size"]} if name == "synthetic" and config.get("synthetic_size") else {}
-    )
+    check_device(device)
     workers = default_workers() if workers is None else workers
-    result = evaluate_knn(
-        backbone, name, directory, image_size or config["image_size"], torch.device(device), k, temperature,
-        batch_size, workers, max_samples, progress=not quiet, synthetic_options=synthetic,
-    )  # fmt: skip
+    result = knn_of_checkpoint(**options, device=device, workers=workers, progress=not quiet)
     if as_json:
         click.echo(json.dumps(result))
     else:
         accuracy = f"top-1 {100 * result['knn_top1']:.2f}%  top-5 {100 * result['knn_top5']:.2f}%"
-        click.echo(f"kNN (k={k}, t={temperature}) {accuracy}  ({result['query_size']} test images)")
+        click.echo(
+            f"kNN (k={result['k']}, t={result['temperature']:g}) {accuracy}  ({result['query_size']} test "
+            f"images, step {result['step']}); recorded in {result['recorded_in']}"
+        )
 
 
 @vision.command()
@@ -323,13 +347,21 @@ def linear(resume, as_json, quiet, milestones, workers, **options) -> None:
 
 @vision.command()
 @click.argument("out")
-@click.option("--output", default=None, help="PNG path [OUT/curves.png].")
-def plot(out: str, output: str | None) -> None:
-    """PNG curves of loss, MI estimate, NPC multiplier and kNN top-1 of the run in OUT."""
+@click.option("--output", default=None, help="Figure path [OUT/curves.FORMAT].")
+@click.option(
+    "--format", "file_format", type=click.Choice(FORMATS), default=None,
+    help="Figure format [the --output extension's, else png]; pdf and svg are vector.",
+)  # fmt: skip
+@click.option("--quiet", is_flag=True, help="Do not print the figure's path.")
+def plot(out: str, output: str | None, file_format: str | None, quiet: bool) -> None:
+    """Curves of loss, MI estimate, NPC multiplier and top-1 accuracy (kNN monitor, vision knn,
+    vision linear) of the run in OUT, titled with its method, loss, negatives and batch."""
     from mitool.vision.plot import plot_run
 
     set_threads_to_free_cores()
-    click.echo(plot_run(out, output), file=sys.stdout)
+    path = plot_run(out, output, file_format)
+    if not quiet:
+        click.echo(path, file=sys.stdout)
 
 
 vision.add_command(sweep)

@@ -72,8 +72,40 @@ def test_pretrain_knn_linear_and_plot_end_to_end(tmp_path) -> None:
     result = _run("linear", "--checkpoint", checkpoint, "--out", str(tmp_path / "linear"), "--epochs", "3",
                   *linear_options)  # fmt: skip
     assert result.exit_code == 2 and "epochs differs" in result.output
-    result = _run("plot", out)
-    assert result.exit_code == 0 and os.path.getsize(os.path.join(out, "curves.png")) > 1000
+    # both evaluations are recorded in the run's folder, with the checkpoint's step and epoch
+    with open(os.path.join(out, "evaluations.json")) as file:
+        evaluations = json.load(file)
+    assert [(e["kind"], e["step"], e["epoch"]) for e in evaluations] == [("knn", 8, 2.0), ("linear", 8, 2.0)]
+    assert evaluations[0]["knn_top1"] == knn["knn_top1"] and evaluations[1]["top1"] == linear["top1"]
+    result = _run("plot", out, "--quiet")
+    assert result.exit_code == 0 and result.output == ""
+    assert os.path.getsize(os.path.join(out, "curves.png")) > 1000
+    for file_format in ("pdf", "svg"):
+        result = _run("plot", out, "--format", file_format)
+        assert result.exit_code == 0 and result.output.strip() == os.path.join(out, f"curves.{file_format}")
+    with open(os.path.join(out, "curves.svg")) as file:
+        svg = file.read()
+    # the title names the method, the loss with its option, the negatives and the batch
+    assert "simo, loss eqco, alpha 256, K = 4 of batch 8, batch 8" in svg
+    assert "vision knn" in svg and "vision linear" in svg and "kNN monitor" in svg
+    _assert_one_line_error(_run("plot", out, "--output", str(tmp_path / "x.pdf"), "--format", "svg"),
+                           "--format svg does not match the output")  # fmt: skip
+
+
+def test_the_printed_summary_agrees_with_the_last_record(tmp_path) -> None:
+    """A 3-step run with the default --log-every 10 writes its record at the stop; the printed
+    JSON has the record's step and epoch, no empty knn, and the count of skipped images."""
+    out = str(tmp_path / "run")
+    options = [option for option in TINY if option != "--quiet"]
+    result = _run("pretrain", "--method", "simclr", "--dataset", "synthetic", "--synthetic-size", "32",
+                  "--max-steps", "3", "--out", out, *options)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output.strip().splitlines()[-1])
+    records = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
+    assert [record["step"] for record in records] == [3]
+    assert (summary["step"], summary["epoch"]) == (records[-1]["step"], records[-1]["epoch"]) == (3, 0.75)
+    assert summary["stopped_by"] == "max_steps" and summary["skipped_images"] == 0
+    assert "knn" not in summary and "every 10 epoch" in summary["knn_note"]
 
 
 def test_a_corrupt_jpeg_in_an_image_folder_is_skipped_and_counted(tmp_path) -> None:
@@ -87,6 +119,9 @@ def test_a_corrupt_jpeg_in_an_image_folder_is_skipped_and_counted(tmp_path) -> N
     assert messages and all("skipped 1 unreadable image" in m and "broken.jpg" in m for m in messages)
     state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
     assert state["step"] == 2  # 17 files, 16 readable, batch 8: both batches trained
+    # the count is in the metrics (not only in a warning, which PYTHONWARNINGS=ignore hides)
+    records = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
+    assert records[-1]["skipped_images"] == 1 and state["skipped_images"] == 1
 
 
 def test_gpu_augment_jpeg_decodes_on_the_device_and_counts_undecodable_files(tmp_path) -> None:
@@ -157,8 +192,21 @@ def test_bad_pretrain_options_give_exit_code_2_and_one_line(tmp_path, arguments,
 def test_bad_evaluation_inputs_give_exit_code_2_and_one_line(tmp_path) -> None:
     broken = tmp_path / "checkpoint.pt"
     broken.write_bytes(b"PK\x03\x04 half a zip file")
-    _assert_one_line_error(_run("knn", "--checkpoint", str(broken)), "truncated or not a mitool checkpoint")
-    _assert_one_line_error(_run("knn", "--checkpoint", str(tmp_path / "none.pt")), "checkpoint not found")
+    _assert_one_line_error(
+        _run("knn", "--checkpoint", str(broken)),
+        f"--checkpoint {broken} is truncated or not a mitool checkpoint",
+    )
+    table = tmp_path / "metrics.csv"
+    table.write_text("step,loss,mi\n1,2.5,0.3\n")
+    _assert_one_line_error(
+        _run("knn", "--checkpoint", str(table)),
+        f"--checkpoint {table} is not a mitool checkpoint but a text file starting 'step,loss,mi' "
+        "(expected a pretrain checkpoint such as OUT/checkpoint.pt of mitool vision pretrain)",
+    )
+    _assert_one_line_error(
+        _run("knn", "--checkpoint", str(broken), "-k", "0"), "-k must be a whole number >= 1, got 0"
+    )
+    _assert_one_line_error(_run("knn", "--checkpoint", str(tmp_path / "none.pt")), "none.pt: no such file")
     result = _run("linear", "--checkpoint", str(broken), "--out", str(tmp_path / "l"), "--milestones", "6O")
     _assert_one_line_error(result, "--milestones must be comma-separated")
     _assert_one_line_error(_run("plot", str(tmp_path)), "no metrics.jsonl")

@@ -108,9 +108,9 @@ def test_checkpoint_files_are_validated(tmp_path) -> None:
     torch.save({"format": checkpoints.FORMAT, "kind": "pretrain", "payload": _CallsCode()}, code)
     with pytest.raises(ValueError, match="truncated or not a mitool checkpoint"):
         checkpoints.load(code)
-    with pytest.raises(ValueError, match="'linear' one"):
+    with pytest.raises(ValueError, match=r"is a 'pretrain' checkpoint \(expected a linear checkpoint"):
         checkpoints.load(path, kind="linear")
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(ValueError, match="checkpoint .*missing.pt: no such file"):
         checkpoints.load(str(tmp_path / "missing.pt"))
 
 
@@ -153,7 +153,7 @@ def test_metrics_hold_every_field_and_the_bound_identity(tmp_path) -> None:
     with open(out / "metrics.jsonl") as file:
         records = [json.loads(line) for line in file]
     steps = [record for record in records if "loss" in record]
-    assert len(steps) == 4 and summary["steps"] == 4
+    assert len(steps) == 4 and summary["step"] == 4 and summary["stopped_by"] == "max_steps"
     for record in steps:
         assert record["mi"] + record["loss"] == pytest.approx(math.log(65), abs=1e-4)
         assert 0 < record["npc"] < 1 and record["grad_norm"] > 0 and record["images_per_second"] > 0
@@ -163,6 +163,34 @@ def test_metrics_hold_every_field_and_the_bound_identity(tmp_path) -> None:
     )
     knn = [record for record in records if "knn_top1" in record]
     assert len(knn) == 1 and 0 <= knn[0]["knn_top1"] <= knn[0]["knn_top5"] <= 1
+
+
+def test_a_run_stopped_early_writes_its_last_record_and_the_counters_agree(tmp_path) -> None:
+    """3 steps with log_every 10: the record of those 3 steps is written when the run stops; the
+    summary's step and epoch are the last record's (epochs done: 3 of 4 batches = 0.75)."""
+    out = tmp_path / "run"
+    summary = pretrain(_config(out, max_steps=3, log_every=10, knn_every=0), progress=False)
+    with open(out / "metrics.jsonl") as file:
+        records = [json.loads(line) for line in file]
+    assert [record["step"] for record in records] == [3]
+    assert (summary["step"], summary["epoch"]) == (records[-1]["step"], records[-1]["epoch"]) == (3, 0.75)
+    assert summary["metrics"] == records[-1] and records[-1]["skipped_images"] == 0
+    assert "knn" not in summary and "off" in summary["knn_note"]
+    with open(out / "config.json") as file:
+        assert json.load(file)["negatives"] == 64
+    # resumed to the end of its 3 epochs: one more record, at the last step, epoch 3 (the kNN
+    # monitor of the last epoch is the summary's knn, with the same counters)
+    summary = pretrain(_config(out, log_every=10, knn_every=3), resume=True, progress=False)
+    with open(out / "metrics.jsonl") as file:
+        records = [json.loads(line) for line in file]
+    assert [(record["step"], record["epoch"]) for record in records] == [
+        (3, 0.75),
+        (10, 2.5),
+        (12, 3.0),
+        (12, 3.0),
+    ]
+    assert summary["stopped_by"] == "epochs" and (summary["step"], summary["epoch"]) == (12, 3.0)
+    assert summary["knn"] == records[2] and summary["metrics"] == records[3]
 
 
 def test_learning_rate_schedule() -> None:
@@ -185,9 +213,9 @@ def test_a_finished_run_is_not_overwritten(tmp_path) -> None:
 
 
 def test_resume_drops_a_metrics_line_cut_short_by_a_crash(tmp_path) -> None:
-    from mitool.vision.train import _metrics_up_to
+    from mitool.vision.records import keep_records_up_to
 
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 10, "loss": 1.5}\n{"step": 20, "loss": 1.2}\n{"step": 30, "lo')
-    _metrics_up_to(str(path), 20)
+    keep_records_up_to(str(path), 20)
     assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [10, 20]

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from mitool.checks import ParameterError
 from mitool.files import atomic_writer, previous_path
 
 __all__ = ["FORMAT", "load", "previous_path", "restore_rng_states", "rng_states", "save"]
@@ -40,26 +41,59 @@ def save(path: str, state: dict[str, Any]) -> None:
         torch.save({"format": FORMAT, **state}, file)
 
 
-def load(path: str, map_location: str | torch.device = "cpu", kind: str | None = None) -> dict[str, Any]:
+def load(
+    path: str,
+    map_location: str | torch.device = "cpu",
+    kind: str | None = None,
+    parameter: str = "checkpoint",
+) -> dict[str, Any]:
     """Read a checkpoint written by :func:`save`; ``kind`` (e.g. "pretrain", "linear") must match
-    the ``kind`` entry when given. FileNotFoundError when missing; ValueError when truncated,
-    foreign or of another kind."""
+    the ``kind`` entry when given. :class:`mitool.checks.ParameterError` naming ``parameter`` (the
+    argument that gave the path) when the file is missing, truncated, foreign or of another kind:
+    one line saying what the file is and what is expected."""
+    expected = (
+        f"expected a {kind or 'mitool vision'} checkpoint such as {_EXAMPLES.get(kind, 'OUT/checkpoint.pt')}"
+    )
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"checkpoint not found: {path}")
+        raise ParameterError(parameter, f"{path}: no such file ({expected})")
     previous = previous_path(path)
     kept = f"; the previous checkpoint {previous} is still there" if os.path.isfile(previous) else ""
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as error:  # torch raises several types for truncated or foreign files
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ValueError(
-            f"checkpoint {path} is truncated or not a mitool checkpoint ({reason[:120]}){kept}"
-        ) from None
+    except Exception:  # torch raises several types, with long messages, for truncated or foreign files
+        raise ParameterError(parameter, f"{path} {_what_it_is(path)} ({expected}){kept}") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise ValueError(f"checkpoint {path} was not written by mitool vision (no {FORMAT!r} marker){kept}")
+        raise ParameterError(
+            parameter,
+            f"{path} is a torch file not written by mitool vision (no {FORMAT!r} marker; {expected}){kept}",
+        )
     if kind is not None and state.get("kind") != kind:
-        raise ValueError(f"checkpoint {path} is a {state.get('kind')!r} checkpoint, expected a {kind!r} one")
+        raise ParameterError(parameter, f"{path} is a {state.get('kind')!r} checkpoint ({expected})")
     return state
+
+
+_EXAMPLES = {
+    "pretrain": "OUT/checkpoint.pt of mitool vision pretrain",
+    "linear": "OUT/linear.pt of mitool vision linear",
+}
+
+
+def _what_it_is(path: str) -> str:
+    """What a file that torch cannot load looks like: a damaged torch file, text, or other bytes."""
+    with open(path, "rb") as file:
+        start = file.read(200)
+    if start.startswith(b"PK\x03\x04"):
+        return (
+            "is truncated or not a mitool checkpoint (a damaged torch file, or one holding more than tensors)"
+        )
+    if not start:
+        return "is empty, not a mitool checkpoint"
+    try:
+        first_line = start.decode("utf-8").splitlines()[0]
+    except (UnicodeDecodeError, IndexError):
+        return "is not a mitool checkpoint (not a torch file)"
+    shown = first_line if len(first_line) <= 40 else first_line[:40].rsplit(" ", 1)[0] + " ..."
+    return f"is not a mitool checkpoint but a text file starting {shown!r}"
 
 
 def rng_states() -> dict[str, Any]:

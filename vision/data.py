@@ -20,6 +20,7 @@ from __future__ import annotations
 import gzip
 import math
 import os
+import signal
 import struct
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -182,18 +183,20 @@ class SkippedImages:
     """Counts the images dropped from batches in the main process and warns once about them.
 
     Use: ``skipped_images.add(skipped)`` for every batch ``(inputs, labels, skipped)``, then
-    ``skipped_images.report()`` at the end of an epoch or a run.
+    ``skipped_images.report()`` at the end of an epoch or a run. ``earlier``: images skipped
+    before (by the run being resumed), included in :attr:`count`.
     """
 
-    def __init__(self, show: int = 5) -> None:
+    def __init__(self, show: int = 5, earlier: int = 0) -> None:
         self.show = show
+        self.earlier = earlier
         self.names: list[str] = []
         self._reported = 0
 
     @property
     def count(self) -> int:
-        """How many images were skipped so far."""
-        return len(self.names)
+        """How many images were skipped so far (earlier ones included)."""
+        return self.earlier + len(self.names)
 
     def add(self, skipped: Sequence[str]) -> None:
         """Record the names of the images skipped from one batch."""
@@ -666,6 +669,12 @@ def default_workers() -> int:
     return max(0, min(MAX_DEFAULT_WORKERS, free_cores() // processes_here - 1))
 
 
+def _leave_interrupts_to_the_main_process(worker_id: int) -> None:
+    """In a loader worker: ignore SIGINT. A Ctrl-C on a terminal reaches every process of the
+    foreground group; the training process stops cleanly (with a checkpoint) and ends its workers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def make_loader(
     dataset: Dataset,
     batch_size: int,
@@ -716,6 +725,7 @@ def make_loader(
         pin_memory=torch.cuda.is_available(),
         persistent_workers=False,
         generator=generator,
+        worker_init_fn=_leave_interrupts_to_the_main_process,
         seed=seed,
         rank=rank,
         own_stream=distributed,

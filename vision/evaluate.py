@@ -1,26 +1,41 @@
 """Evaluation of a pretrained encoder: the kNN classifier on frozen features, used both by the
-online monitor during pretraining and by ``mitool vision knn``.
+online monitor during pretraining and by ``mitool vision knn``, and the loading of a pretraining
+checkpoint's backbone (also for :mod:`mitool.vision.linear`).
 
 The encoder evaluated is the query backbone (its pooled features, before the projection head),
 in eval mode. Memory: the train split; scored: the test split (ImageNet layout: DIR/val); both
-through the dataset's evaluation transform (no augmentation).
+through the dataset's evaluation transform (no augmentation). :func:`knn_of_checkpoint` records
+its result in the run's folder (OUT/evaluations.json, :mod:`mitool.vision.records`), where
+``mitool vision plot`` finds it.
 """
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 from torch.utils.data import Dataset, Subset
 
+from mitool import checks
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision.augment import eval_transform
 from mitool.vision.backbones import build_backbone
 from mitool.vision.data import DatasetInfo, SkippedImages, dataset_info, load_dataset, make_loader
 from mitool.vision.knn import extract_features, knn_accuracy
+from mitool.vision.records import add_evaluation
 
-__all__ = ["evaluate_knn", "load_backbone", "spread_subset"]
+__all__ = [
+    "Pretrained",
+    "evaluate_knn",
+    "evaluation_data",
+    "knn_of_checkpoint",
+    "load_backbone",
+    "load_pretrained",
+    "spread_subset",
+]
 
 
 def spread_subset(dataset: Dataset, limit: int | None) -> Dataset:
@@ -79,11 +94,24 @@ def _recording(loader, skipped: SkippedImages):
         yield inputs, labels, names
 
 
-def load_backbone(path: str, device: torch.device) -> tuple[nn.Module, int, dict[str, Any], DatasetInfo]:
-    """The query backbone of a pretraining checkpoint, in eval mode on ``device``, its feature
-    width, the run's config (a dict) and the DatasetInfo it was trained on. ValueError for a
-    damaged or foreign file."""
-    state = checkpoints.load(path, map_location="cpu", kind="pretrain")
+@dataclass(frozen=True)
+class Pretrained:
+    """The query backbone of a pretraining checkpoint (eval mode, on the device), its feature
+    width, the run's settings (a dict), the DatasetInfo it was trained on, and where the run was:
+    ``step`` and ``epoch`` (epochs done, as in the run's records)."""
+
+    backbone: nn.Module
+    feature_width: int
+    config: dict[str, Any]
+    info: DatasetInfo
+    step: int
+    epoch: float
+
+
+def load_pretrained(checkpoint: str, device: torch.device) -> Pretrained:
+    """The :class:`Pretrained` of the checkpoint file ``checkpoint`` (ParameterError naming
+    ``checkpoint`` for a missing, damaged or foreign file)."""
+    state = checkpoints.load(checkpoint, map_location="cpu", kind="pretrain")
     config = state["config"]
     info = DatasetInfo(**state["dataset_info"])
     backbone, feature_width = build_backbone(
@@ -92,4 +120,65 @@ def load_backbone(path: str, device: torch.device) -> tuple[nn.Module, int, dict
     prefix = "backbone."
     weights = {key[len(prefix) :]: value for key, value in state["model"].items() if key.startswith(prefix)}
     backbone.load_state_dict(weights)
-    return backbone.to(device, memory_format=torch.channels_last).eval(), feature_width, config, info
+    steps_per_epoch = state["schedule"]["total_steps"] / config["epochs"]
+    epoch = round(state["epoch"] + state["data_order"]["batches_done"] / steps_per_epoch, 4)
+    backbone = backbone.to(device, memory_format=torch.channels_last).eval()
+    return Pretrained(backbone, feature_width, config, info, state["step"], epoch)
+
+
+def load_backbone(path: str, device: torch.device) -> tuple[nn.Module, int, dict[str, Any], DatasetInfo]:
+    """(backbone, feature width, the run's config, DatasetInfo) of :func:`load_pretrained`."""
+    pretrained = load_pretrained(path, device)
+    return pretrained.backbone, pretrained.feature_width, pretrained.config, pretrained.info
+
+
+def evaluation_data(
+    config: dict[str, Any], dataset: str | None, data_dir: str | None
+) -> tuple[str, str | None, dict[str, int]]:
+    """The dataset an evaluation of the run ``config`` reads: its name, its directory and its
+    synthetic options, the run's own unless ``dataset`` or ``data_dir`` are given."""
+    name = dataset or config["dataset"]
+    directory = data_dir or (config["data_dir"] if name == config["dataset"] else None)
+    synthetic = (
+        {"size": config["synthetic_size"]} if name == "synthetic" and config.get("synthetic_size") else {}
+    )
+    return name, directory, synthetic
+
+
+def knn_of_checkpoint(
+    checkpoint: str,
+    dataset: str | None = None,
+    data_dir: str | None = None,
+    image_size: int | None = None,
+    device: str = "cpu",
+    k: int = 200,
+    temperature: float = 0.1,
+    batch_size: int = 256,
+    workers: int = 0,
+    max_samples: int | None = None,
+    progress: bool = False,
+    record: bool = True,
+) -> dict[str, Any]:
+    """:func:`evaluate_knn` of the query backbone in ``checkpoint`` on the run's dataset (or the
+    one given); with ``record`` the result, with the checkpoint's step and epoch, is added to the
+    run's OUT/evaluations.json (the checkpoint's folder). Returns the result, plus ``step``,
+    ``epoch`` and ``recorded_in`` (the file, or None)."""
+    checks.whole_number("k", k, minimum=1)
+    checks.positive("temperature", temperature)
+    checks.whole_number("batch_size", batch_size, minimum=1)
+    checks.whole_number("workers", workers, minimum=0)
+    if max_samples is not None:
+        checks.whole_number("max_samples", max_samples, minimum=1)
+    pretrained = load_pretrained(checkpoint, torch.device(device))
+    name, directory, synthetic = evaluation_data(pretrained.config, dataset, data_dir)
+    size = image_size or pretrained.config["image_size"]
+    result = evaluate_knn(
+        pretrained.backbone, name, directory, size, torch.device(device), k, temperature, batch_size, workers,
+        max_samples, progress=progress, synthetic_options=synthetic,
+    )  # fmt: skip
+    result = {**result, "step": pretrained.step, "epoch": pretrained.epoch, "dataset": name}
+    recorded = None
+    if record:
+        entry = {"kind": "knn", **result, "checkpoint": os.path.abspath(checkpoint)}
+        recorded = add_evaluation(os.path.dirname(os.path.abspath(checkpoint)), entry)
+    return {**result, "recorded_in": recorded}

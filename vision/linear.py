@@ -8,7 +8,8 @@ and a horizontal flip, test images through the evaluation transform (ImageNet si
 256 / 224 of the crop, centre crop). ``augment=False`` computes the features once and trains on
 them (much faster on a CPU; the usual choice for small images).
 
-Results: top-1 and top-5 accuracy on the test split (fractions), in OUT/linear.json. The layer,
+Results: top-1 and top-5 accuracy on the test split (fractions), in OUT/linear.json and in the
+pretraining run's OUT/evaluations.json (with the checkpoint's step and epoch). The layer,
 the optimizer, the epoch and the RNG states go to OUT/linear.pt after every epoch (atomically);
 ``resume`` continues from there.
 """
@@ -23,15 +24,18 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.data import Dataset
 from torchvision.transforms import v2
 
+from mitool import checks
 from mitool.files import atomic_write_json
 from mitool.progress import Progress
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision.augment import eval_transform
 from mitool.vision.data import load_dataset, make_loader
-from mitool.vision.evaluate import load_backbone
+from mitool.vision.evaluate import evaluation_data, load_pretrained
 from mitool.vision.knn import extract_features
+from mitool.vision.records import add_evaluation
 
 __all__ = ["LinearConfig", "linear_evaluation"]
 
@@ -63,23 +67,20 @@ class LinearConfig:
 
 
 def _check(config: LinearConfig) -> None:
+    """ParameterError naming the first setting out of range."""
     for name in ("epochs", "batch_size"):
-        if getattr(config, name) < 1:
-            raise ValueError(f"{name} must be >= 1, got {getattr(config, name)}")
-    if config.max_epochs is not None and config.max_epochs < 1:
-        raise ValueError(f"max_epochs must be >= 1, got {config.max_epochs}")
-    if config.lr <= 0:
-        raise ValueError(f"lr must be > 0, got {config.lr}")
-    if config.weight_decay < 0 or not 0 <= config.momentum < 1:
-        raise ValueError("weight_decay must be >= 0 and momentum in [0, 1)")
-    if config.workers < 0:
-        raise ValueError(f"workers must be >= 0, got {config.workers}")
-    if any(m < 1 for m in config.milestones):
-        raise ValueError(f"milestones must be epochs >= 1, got {config.milestones}")
-    if config.device not in ("cpu", "cuda"):
-        raise ValueError(f"device must be cpu or cuda, got {config.device!r}")
+        checks.whole_number(name, getattr(config, name), minimum=1)
+    if config.max_epochs is not None:
+        checks.whole_number("max_epochs", config.max_epochs, minimum=1)
+    checks.positive("lr", config.lr)
+    checks.number("weight_decay", config.weight_decay, minimum=0.0)
+    checks.number("momentum", config.momentum, minimum=0.0, below=1.0)
+    checks.whole_number("workers", config.workers, minimum=0)
+    for milestone in config.milestones:
+        checks.whole_number("milestones", milestone, minimum=1)
+    checks.choice("device", config.device, ("cpu", "cuda"))
     if config.device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device cuda was asked for but no CUDA GPU is available; use --device cpu")
+        raise checks.ParameterError("device", "cuda was asked for but no CUDA GPU is available; use cpu")
 
 
 def step_decay(epoch: int, base_lr: float, milestones: tuple[int, ...]) -> float:
@@ -95,19 +96,14 @@ def _top_k(logits: Tensor, labels: Tensor) -> tuple[float, float]:
 
 def linear_evaluation(config: LinearConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
     """Train and test the linear classifier; returns (and writes to OUT/linear.json) a dict with
-    top1, top5 (test split), epochs and the settings."""
+    top1, top5 (test split), epochs and the settings. The result is also added to the
+    pretraining run's OUT/evaluations.json (the checkpoint's folder), for ``mitool vision plot``."""
     _check(config)
     device = torch.device(config.device)
-    backbone, feature_width, pretrain_config, info = load_backbone(config.checkpoint, device)
-    dataset = config.dataset or pretrain_config["dataset"]
-    data_dir = config.data_dir or (
-        pretrain_config["data_dir"] if dataset == pretrain_config["dataset"] else None
-    )
-    image_size = config.image_size or pretrain_config["image_size"]
-    synthetic = {}
-    if dataset == "synthetic" and pretrain_config.get("synthetic_size"):
-        synthetic = {"size": pretrain_config["synthetic_size"]}
-    test_transform = eval_transform(info, image_size)
+    pretrained = load_pretrained(config.checkpoint, device)
+    dataset, data_dir, synthetic = evaluation_data(pretrained.config, config.dataset, config.data_dir)
+    image_size = config.image_size or pretrained.config["image_size"]
+    test_transform = eval_transform(pretrained.info, image_size)
     train_transform = test_transform
     if config.augment:
         train_transform = v2.Compose(
@@ -115,31 +111,78 @@ def linear_evaluation(config: LinearConfig, resume: bool = False, progress: bool
         )
     train_set = load_dataset(dataset, "train", data_dir, train_transform, **synthetic)
     test_set = load_dataset(dataset, "test", data_dir, test_transform, **synthetic)
-
     torch.manual_seed(config.seed)
-    classifier = nn.Linear(feature_width, info.num_classes).to(device)
+    classifier = nn.Linear(pretrained.feature_width, pretrained.info.num_classes).to(device)
     nn.init.normal_(classifier.weight, std=0.01)
     nn.init.zeros_(classifier.bias)
     optimizer = torch.optim.SGD(
         classifier.parameters(), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
     )
+    start_epoch = _start(config, classifier, optimizer, resume)
+    last_epoch = min(config.epochs, config.max_epochs or config.epochs)
+    epochs = range(start_epoch, last_epoch)
+    _train(config, pretrained.backbone, train_set, classifier, optimizer, epochs, device, progress)
+    test_loader = make_loader(test_set, 512, False, config.workers, config.seed, drop_last=False)
+    features, labels = extract_features(
+        pretrained.backbone, test_loader, device, len(test_loader), "test features", progress
+    )
+    with torch.no_grad():
+        top1, top5 = _top_k(classifier(features), labels)
+    result = {
+        "top1": top1,
+        "top5": top5,
+        "epochs": max(last_epoch, start_epoch),
+        "settings": _settings(config),
+    }
+    atomic_write_json(os.path.join(config.out, RESULT_NAME), result)
+    entry = {"kind": "linear", "step": pretrained.step, "epoch": pretrained.epoch, "top1": top1,
+             "top5": top5, "linear_epochs": result["epochs"], "dataset": dataset,
+             "out": os.path.abspath(config.out)}  # fmt: skip
+    add_evaluation(os.path.dirname(os.path.abspath(config.checkpoint)), entry)
+    return result
+
+
+def _settings(config: LinearConfig) -> dict[str, Any]:
+    return {key: list(v) if isinstance(v, tuple) else v for key, v in dataclasses.asdict(config).items()}
+
+
+def _start(
+    config: LinearConfig, classifier: nn.Module, optimizer: torch.optim.Optimizer, resume: bool
+) -> int:
+    """The first epoch to train: 0, or with ``resume`` the one after OUT/linear.pt's (whose
+    classifier, optimizer and RNG states are put back); a finished run is not overwritten."""
     os.makedirs(config.out, exist_ok=True)
     path = os.path.join(config.out, CHECKPOINT_NAME)
-    settings = {key: list(v) if isinstance(v, tuple) else v for key, v in dataclasses.asdict(config).items()}
-    start_epoch = 0
-    if resume:
-        state = checkpoints.load(path, kind="linear")
-        changed = [k for k in ("checkpoint", "dataset", "epochs", "batch_size", "lr", "augment", "seed")
-                   if state["settings"][k] != settings[k]]  # fmt: skip
-        if changed:
-            raise ValueError(f"--resume: option {changed[0]} differs from the run in {path}")
-        classifier.load_state_dict(state["classifier"])
-        optimizer.load_state_dict(state["optimizer"])
-        start_epoch = state["epoch"]
-        checkpoints.restore_rng_states(state["rng"])
-    elif os.path.exists(path):
-        raise ValueError(f"out {config.out} already holds a linear run ({CHECKPOINT_NAME}); pass --resume")
+    if not resume:
+        if os.path.exists(path):
+            raise ValueError(
+                f"out {config.out} already holds a linear run ({CHECKPOINT_NAME}); pass --resume"
+            )
+        return 0
+    state = checkpoints.load(path, kind="linear", parameter="resume")
+    settings = _settings(config)
+    changed = [key for key in ("checkpoint", "dataset", "epochs", "batch_size", "lr", "augment", "seed")
+               if state["settings"][key] != settings[key]]  # fmt: skip
+    if changed:
+        raise ValueError(f"--resume: option {changed[0]} differs from the run in {path}")
+    classifier.load_state_dict(state["classifier"])
+    optimizer.load_state_dict(state["optimizer"])
+    checkpoints.restore_rng_states(state["rng"])
+    return state["epoch"]
 
+
+def _train(
+    config: LinearConfig,
+    backbone: nn.Module,
+    train_set: Dataset,
+    classifier: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    epochs: range,
+    device: torch.device,
+    progress: bool,
+) -> None:
+    """The epochs of the protocol, OUT/linear.pt written after each. Without augmentation the
+    features are computed once and the batches drawn from them in a (seed, epoch) order."""
     cached = None
     if not config.augment:
         loader = make_loader(train_set, 512, False, config.workers, config.seed, drop_last=False)
@@ -147,8 +190,7 @@ def linear_evaluation(config: LinearConfig, resume: bool = False, progress: bool
     train_loader = make_loader(
         train_set, config.batch_size, True, config.workers, config.seed, drop_last=False
     )
-    last_epoch = min(config.epochs, config.max_epochs or config.epochs)
-    for epoch in range(start_epoch, last_epoch):
+    for epoch in epochs:
         for group in optimizer.param_groups:
             group["lr"] = step_decay(epoch, config.lr, config.milestones)
         if cached is not None:
@@ -158,33 +200,19 @@ def linear_evaluation(config: LinearConfig, resume: bool = False, progress: bool
         else:
             train_loader.set_epoch(epoch)
             batches = _features_of(backbone, train_loader, device)
-        bar = Progress(len(train_loader), f"linear epoch {epoch + 1}/{config.epochs}", enabled=progress)
-        for features, labels in batches:
-            loss = F.cross_entropy(classifier(features), labels)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            bar.update(note=f"loss {loss.item():.3f}")
-        bar.close()
-        state = {
-            "kind": "linear",
-            "settings": settings,
-            "classifier": classifier.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "epoch": epoch + 1,
-            "rng": checkpoints.rng_states(),
-        }
-        checkpoints.save(path, state)
-
-    test_loader = make_loader(test_set, 512, False, config.workers, config.seed, drop_last=False)
-    features, labels = extract_features(
-        backbone, test_loader, device, len(test_loader), "test features", progress
-    )
-    with torch.no_grad():
-        top1, top5 = _top_k(classifier(features), labels)
-    result = {"top1": top1, "top5": top5, "epochs": max(last_epoch, start_epoch), "settings": settings}
-    atomic_write_json(os.path.join(config.out, RESULT_NAME), result)
-    return result
+        with Progress(
+            len(train_loader), f"linear epoch {epoch + 1}/{config.epochs}", enabled=progress
+        ) as bar:
+            for features, labels in batches:
+                loss = F.cross_entropy(classifier(features), labels)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                bar.update(note=f"loss {loss.item():.3f}")
+        state = {"kind": "linear", "settings": _settings(config), "classifier": classifier.state_dict(),
+                 "optimizer": optimizer.state_dict(), "epoch": epoch + 1,
+                 "rng": checkpoints.rng_states()}  # fmt: skip
+        checkpoints.save(os.path.join(config.out, CHECKPOINT_NAME), state)
 
 
 @torch.no_grad()

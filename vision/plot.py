@@ -1,56 +1,115 @@
-"""PNG curves of a pretraining run from OUT/metrics.jsonl: loss, MI estimate (nats), NPC multiplier
-q_B and kNN top-1 against the optimizer step."""
+"""The curves of a pretraining run: loss, MI estimate (nats), NPC multiplier q_B and top-1
+accuracy against the optimizer step, from the run's records (:mod:`mitool.vision.records`).
+
+The accuracy panel shows every source: the kNN monitor of the run (a line), ``mitool vision knn``
+(squares) and ``mitool vision linear`` (triangles) on the run's checkpoints. The title names the
+method, the loss with its options, the negatives and the batch, from the run's config.json.
+"""
 
 from __future__ import annotations
 
-import json
 import os
+from typing import Any
 
+from mitool import checks
 from mitool.files import atomic_writer
+from mitool.vision.config import PretrainConfig
+from mitool.vision.methods import method_class
+from mitool.vision.records import read_config, read_evaluations, read_records
 
-__all__ = ["plot_run", "read_metrics"]
+__all__ = ["FORMATS", "PANELS", "plot_run", "title_of"]
 
 PANELS: tuple[tuple[str, str], ...] = (
     ("loss", "loss"),
     ("mi", "MI estimate (nats)"),
-    ("npc", "NPC multiplier q_B"),
-    ("knn_top1", "kNN top-1"),
+    ("npc", "NPC multiplier $q_B$"),
+    ("accuracy", "top-1 accuracy"),
 )
+FORMATS: tuple[str, ...] = ("png", "pdf", "svg")
 
 
-def read_metrics(out: str) -> list[dict]:
-    """The records of OUT/metrics.jsonl (FileNotFoundError when the run has none)."""
-    path = os.path.join(out, "metrics.jsonl")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no metrics.jsonl in {out} (is it the --out of a pretraining run?)")
-    with open(path) as file:
-        return [json.loads(line) for line in file if line.strip()]
+def title_of(config: dict[str, Any] | None) -> str:
+    """The figure's title: method, loss (with its options), negatives, batch, architecture, data."""
+    if config is None:
+        return "pretraining run (no config.json)"
+    settings = PretrainConfig(
+        **{key: value for key, value in config.items() if key in PretrainConfig.__dataclass_fields__}
+    )
+    options = "".join(f", {name} {value:g}" for name, value in settings.loss_options().items())
+    negatives = method_class(settings.method).describe_negatives(settings)
+    return (
+        f"{settings.method}, loss {settings.loss}{options}, {negatives}, batch {settings.batch_size}, "
+        f"tau {settings.temperature:g} ({settings.arch} on {settings.dataset})"
+    )
 
 
-def plot_run(out: str, path: str | None = None) -> str:
-    """Draw the four panels into ``path`` (default OUT/curves.png), written atomically; returns it."""
+def _output_path(out: str, path: str | None, file_format: str | None) -> tuple[str, str]:
+    """(path, format): the format given, else the path's extension, else png."""
+    extension = os.path.splitext(path)[1].lstrip(".").lower() if path else ""
+    chosen = checks.choice(
+        "file_format", file_format or (extension if extension in FORMATS else "png"), FORMATS
+    )
+    if path is None:
+        return os.path.join(out, f"curves.{chosen}"), chosen
+    if extension in FORMATS and extension != chosen:
+        raise checks.ParameterError(
+            "file_format", f"{chosen} does not match the output {path} (a .{extension} file)"
+        )
+    return path, chosen
+
+
+def plot_run(out: str, path: str | None = None, file_format: str | None = None) -> str:
+    """Draw the four panels into ``path`` (default OUT/curves.<format>), written atomically, in
+    ``file_format`` (png, pdf or svg; default: the path's extension, else png); returns the path."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    records = read_metrics(out)
-    if not records:
+    records = read_records(out)
+    evaluations = read_evaluations(out)
+    if not records and not evaluations:
         raise ValueError(f"{out}/metrics.jsonl holds no records yet")
-    path = path or os.path.join(out, "curves.png")
-    figure, axes = plt.subplots(1, len(PANELS), figsize=(4 * len(PANELS), 3.2))
-    for axis, (key, title) in zip(axes, PANELS, strict=True):
-        points = [(r["step"], r[key]) for r in records if key in r and r[key] is not None]
-        if points:
-            steps, values = zip(*points, strict=True)
-            axis.plot(steps, values, marker="o" if len(points) < 30 else None)
+    path, chosen = _output_path(out, path, file_format)
+    figure, axes = plt.subplots(1, len(PANELS), figsize=(4 * len(PANELS), 3.4))
+    for axis, (key, label) in zip(axes, PANELS, strict=True):
+        if key == "accuracy":
+            _accuracy_panel(axis, records, evaluations)
         else:
-            axis.text(0.5, 0.5, "not logged", ha="center", va="center", transform=axis.transAxes)
-        axis.set_title(title)
+            points = [(r["step"], r[key]) for r in records if r.get(key) is not None]
+            if points:
+                steps, values = zip(*points, strict=True)
+                axis.plot(steps, values, marker="o" if len(points) < 30 else None)
+            else:
+                axis.text(0.5, 0.5, "not logged", ha="center", va="center", transform=axis.transAxes)
+        axis.set_title(label)
         axis.set_xlabel("step")
         axis.grid(alpha=0.3)
+    figure.suptitle(title_of(read_config(out)), fontsize=10)
     figure.tight_layout()
     with atomic_writer(path) as file:
-        figure.savefig(file, dpi=100, format="png")
+        figure.savefig(file, dpi=100, format=chosen)
     plt.close(figure)
     return path
+
+
+def _accuracy_panel(axis: Any, records: list[dict[str, Any]], evaluations: list[dict[str, Any]]) -> None:
+    """kNN of the monitor (line), of ``vision knn`` (squares), linear probes (triangles)."""
+    sources = (
+        ("kNN monitor", "o-", [(r["step"], r["knn_top1"]) for r in records if "knn_top1" in r]),
+        ("vision knn", "s", [(e["step"], e["knn_top1"]) for e in evaluations if e.get("kind") == "knn"]),
+        ("vision linear", "^", [(e["step"], e["top1"]) for e in evaluations if e.get("kind") == "linear"]),
+    )
+    drawn = False
+    for name, style, points in sources:
+        if points:
+            steps, values = zip(*sorted(points), strict=True)
+            axis.plot(steps, values, style, label=name, markersize=5)
+            drawn = True
+    if drawn:
+        axis.legend(fontsize=8)
+    else:
+        axis.text(
+            0.5, 0.5, "no kNN yet: --knn-every N,\nor mitool vision knn", ha="center", va="center",
+            transform=axis.transAxes, fontsize=8,
+        )  # fmt: skip

@@ -36,10 +36,11 @@ epochs a record with knn_top1 and knn_top5 (test split scored against the train 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import random
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from mitool import checks
 from mitool.files import atomic_write_text
 from mitool.progress import Progress
 from mitool.vision import checkpoint as checkpoints
@@ -68,11 +70,22 @@ from mitool.vision.data import (
 from mitool.vision.evaluate import evaluate_knn
 from mitool.vision.gpu_augment import GPUTwoViewAugment, loader_options
 from mitool.vision.methods import build_method, method_class
+from mitool.vision.records import Interval, MetricsLog, keep_records_up_to, write_config
 
-__all__ = ["Run", "Schedule", "StepResult", "TrainingDiverged", "learning_rate", "pretrain", "training_step"]
+__all__ = [
+    "Interruption",
+    "Run",
+    "Schedule",
+    "StepResult",
+    "TrainingDiverged",
+    "TrainingInterrupted",
+    "learning_rate",
+    "pretrain",
+    "summary",
+    "training_step",
+]
 
 CHECKPOINT_NAME = "checkpoint.pt"
-METRICS_NAME = "metrics.jsonl"
 # options that may change when a run is resumed; any other difference is an error
 _RESUMABLE_CHANGES = {
     "max_steps",
@@ -93,12 +106,14 @@ class TrainingDiverged(RuntimeError):
 @dataclass(frozen=True)
 class StepResult:
     """Scalars of one optimizer step, averaged over ranks: loss, mi, npc (NaN when the bound has
-    none), grad_norm (of all trained parameters, after DDP's averaging)."""
+    none), grad_norm (of all trained parameters, after DDP's averaging); flags: the step's
+    ``flags``, each true when it was true on any rank."""
 
     loss: float
     mi: float
     npc: float
     grad_norm: float
+    flags: tuple[bool, ...] = ()
 
 
 def learning_rate(step: int, total_steps: int, warmup_steps: int, peak: float) -> float:
@@ -118,25 +133,35 @@ def training_step(
     lr: float,
     precision: str,
     step: int,
+    flags: tuple[bool, ...] = (),
 ) -> StepResult:
     """Forward both views, queue the backward pass, check the loss, step. Raises
-    :class:`TrainingDiverged` before the parameters change when a value is not finite."""
+    :class:`TrainingDiverged` before the parameters change when a value is not finite.
+
+    ``flags`` (e.g. "stop now") travel with the step's scalars: under DDP they are summed over the
+    ranks in the same all-reduce, so every rank learns whether any rank raised one without a
+    synchronisation of its own."""
     for group in optimizer.param_groups:
         group["lr"] = lr
     device_type = view_1.device.type
     with torch.autocast(device_type, dtype=_AUTOCAST[precision], enabled=precision != "fp32"):
         result = model(view_1, view_2)
     npc = result.npc if result.npc is not None else torch.full((), float("nan"), device=view_1.device)
-    scalars = torch.stack([result.loss.detach(), result.mi.detach(), npc]).float()
-    if distributed.is_distributed():
+    values = [result.loss.detach(), result.mi.detach(), npc]
+    several = distributed.is_distributed()
+    if several:
+        values += [torch.full((), float(flag), device=view_1.device) for flag in flags]
+    scalars = torch.stack(values).float()
+    if several:
         dist.all_reduce(scalars)
-        scalars /= distributed.world_size()
+        scalars[:3] /= distributed.world_size()
     optimizer.zero_grad(set_to_none=True)
     scaler.scale(result.loss).backward()
     # read the scalars only once the backward pass is queued, so that on a GPU the host does not
     # wait for the forward pass before launching the backward kernels; the parameters are still
     # untouched here, so a non-finite loss stops the run before they change
-    loss, mi, npc_value = scalars.tolist()
+    loss, mi, npc_value, *summed = scalars.tolist()
+    agreed = tuple(value > 0 for value in summed) if several else tuple(bool(flag) for flag in flags)
     if not math.isfinite(loss):
         raise TrainingDiverged(f"loss is {loss} at step {step + 1}")
     scaler.unscale_(optimizer)
@@ -146,7 +171,7 @@ def training_step(
         raise TrainingDiverged(f"gradient norm is {grad_norm} at step {step + 1}")
     scaler.step(optimizer)
     scaler.update()
-    return StepResult(loss, mi, npc_value, grad_norm)
+    return StepResult(loss, mi, npc_value, grad_norm, agreed)
 
 
 def _total_norm(gradients: list[Tensor]) -> Tensor:
@@ -181,7 +206,8 @@ class Run:
     The where-we-are counters: ``epoch`` (epochs completed), ``step`` (optimizer steps made),
     ``batches_done`` (batches of the current epoch consumed, the position to replay on resume).
     ``pending_rng``: the saved RNG states, put back once the resumed epoch's batches are replayed.
-    ``stopped_by``: why the run stops early ("max_steps", "max_minutes"), None while it trains.
+    ``stopped_by``: why the run stops before its last epoch ("max_steps", "max_minutes", or the
+    signal's name), None while it trains. ``last_lr``: the learning rate of the last step.
     """
 
     config: PretrainConfig
@@ -197,15 +223,17 @@ class Run:
     step_model: nn.Module
     optimizer: torch.optim.Optimizer
     scaler: torch.amp.GradScaler
-    metrics: _MetricsLog
+    metrics: MetricsLog
     epoch: int = 0
     step: int = 0
     batches_done: int = 0
     pending_rng: dict[str, Any] | None = None
     stopped_by: str | None = None
+    last_lr: float = 0.0
     started: float = field(default_factory=time.perf_counter)
     skipped: SkippedImages = field(default_factory=SkippedImages)
-    interval: _Interval = field(default_factory=lambda: _Interval())
+    interval: Interval = field(default_factory=Interval)
+    interruption: Interruption = field(default_factory=lambda: Interruption())
     last_metrics: dict[str, Any] = field(default_factory=dict)
     last_knn: dict[str, Any] = field(default_factory=dict)
 
@@ -217,27 +245,95 @@ class Run:
     def checkpoint_path(self) -> str:
         return os.path.join(self.config.out, CHECKPOINT_NAME)
 
+    @property
+    def epochs_done(self) -> float:
+        """Epochs completed, with the fraction of the current one (the ``epoch`` of the records)."""
+        return round(self.epoch + self.batches_done / self.schedule.steps_per_epoch, 4)
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped the run after the step it was making, with a checkpoint at that
+    step: ``signal`` (its name), ``step``, ``epoch`` (epochs done), ``checkpoint`` (its path)."""
+
+    def __init__(self, signal_name: str, step: int, epoch: float, checkpoint: str) -> None:
+        super().__init__(f"interrupted by {signal_name} at step {step}; checkpoint {checkpoint}")
+        self.signal, self.step, self.epoch, self.checkpoint = signal_name, step, epoch, checkpoint
+
+
+class Interruption:
+    """Catches SIGINT and SIGTERM while a run trains (within ``with``, in the main thread): the
+    first one is noted in ``received`` and the run stops after its current step with a
+    checkpoint; a second one stops at once (KeyboardInterrupt)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> Interruption:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {number: signal.signal(number, self._note) for number in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        self._previous = {}
+
+    def _note(self, number: int, frame: object) -> None:
+        if self.received is not None:
+            self.__exit__()
+            raise KeyboardInterrupt
+        self.received = signal.Signals(number).name
+
 
 def pretrain(config: PretrainConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
-    """Run (or, with ``resume``, continue) the pretraining described by ``config``; returns a
-    summary (steps, epochs, last logged metrics, last kNN record). Raises ValueError or
-    FileNotFoundError for bad settings before any step, TrainingDiverged on a non-finite loss."""
+    """Run (or, with ``resume``, continue) the pretraining described by ``config``; returns the
+    summary of :func:`summary`. Raises ValueError or FileNotFoundError for bad settings before any
+    step, :class:`TrainingDiverged` on a non-finite loss, :class:`TrainingInterrupted` (after
+    writing a checkpoint) on SIGINT or SIGTERM."""
     run = start_run(config, resume)
     try:
-        while run.epoch < run.config.epochs and run.stopped_by is None:
-            if train_epoch(run, progress):
-                end_epoch(run, progress)
+        with run.interruption:
+            while run.epoch < run.config.epochs and run.stopped_by is None:
+                if train_epoch(run, progress) and not _interrupted(run):
+                    end_epoch(run, progress)
+        _log_interval(run)  # the steps since the last record (a run stopped early, or its last steps)
     finally:
         run.metrics.close()
     if run.is_main:
         run.skipped.report()
-    return {
-        "steps": run.step,
-        "epochs": run.epoch,
+    if _interrupted(run):
+        raise TrainingInterrupted(run.stopped_by, run.step, run.epochs_done, run.checkpoint_path)
+    return summary(run)
+
+
+def _interrupted(run: Run) -> bool:
+    """Stopped by a signal (the epoch's end, with its kNN monitor, is left to the resumed run)."""
+    return run.stopped_by is not None and run.stopped_by not in ("max_steps", "max_minutes")
+
+
+def summary(run: Run) -> dict[str, Any]:
+    """step, epoch (as in the records), stopped_by ("epochs" when the run ended its schedule),
+    skipped_images, metrics (the last record), knn (the last monitor record; when there is none,
+    knn_note says why), out."""
+    result: dict[str, Any] = {
+        "step": run.step,
+        "epoch": run.epochs_done,
+        "stopped_by": run.stopped_by or "epochs",
+        "skipped_images": run.skipped.count,
         "metrics": run.last_metrics,
-        "knn": run.last_knn,
-        "out": run.config.out,
     }
+    if run.last_knn:
+        result["knn"] = run.last_knn
+    elif not run.config.knn_every:
+        result["knn_note"] = "the kNN monitor is off (knn_every 0)"
+    else:
+        result["knn_note"] = (
+            f"the kNN monitor runs at the end of every {run.config.knn_every} epoch(s); none yet"
+        )
+    return {**result, "out": run.config.out}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -270,7 +366,7 @@ def start_run(config: PretrainConfig, resume: bool) -> Run:
     scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
     run = Run(
         config, method, info, device, rank, world, loader, augment, schedule, model, model, optimizer, scaler,
-        _MetricsLog(config.out, rank == 0),
+        MetricsLog(config.out, rank == 0),
     )  # fmt: skip
     if saved is not None:
         _restore(run, saved)
@@ -287,7 +383,11 @@ def _previous_run(config: PretrainConfig, resume: bool) -> dict[str, Any] | None
     """The checkpoint in OUT to resume from; None for a new run, which must not overwrite one."""
     path = os.path.join(config.out, CHECKPOINT_NAME)
     if resume:
-        return checkpoints.load(path, map_location="cpu", kind="pretrain")
+        if not os.path.exists(path):
+            raise checks.ParameterError(
+                "resume", f"finds no run in {config.out} (no {CHECKPOINT_NAME}); start it without --resume"
+            )
+        return checkpoints.load(path, map_location="cpu", kind="pretrain", parameter="resume")
     if os.path.exists(path):
         raise ValueError(
             f"out {config.out} already holds a run ({CHECKPOINT_NAME}); pass --resume or choose another --out"
@@ -363,23 +463,31 @@ def _restore(run: Run, saved: dict[str, Any]) -> None:
     run.epoch, run.step = saved["epoch"], saved["step"]
     run.batches_done = saved["data_order"]["batches_done"]
     run.pending_rng = saved["rng"]
+    run.skipped = SkippedImages(earlier=saved.get("skipped_images", 0))
     if run.augment is not None:
         run.augment.load_state_dict(_augment_state_of_rank(saved, run.rank, run.world, run.checkpoint_path))
 
 
 def _prepare_out(run: Run, resumed: bool) -> None:
-    """Create OUT; start metrics.jsonl afresh, or keep the records up to the resumed step."""
+    """Create OUT and write its config.json; start metrics.jsonl afresh, or keep the records up
+    to the resumed step (the last of them are the run's last metrics and kNN records)."""
     try:
         os.makedirs(run.config.out, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         raise ValueError(
             f"--out: {run.config.out} must be a directory (or a path to create), but a file is in the way"
         ) from None
-    if run.is_main:
-        if resumed:
-            _metrics_up_to(run.metrics.path, run.step)
-        else:
-            atomic_write_text(run.metrics.path, "")
+    if not run.is_main:
+        return
+    write_config(run.config.out, run.config.to_dict())
+    if not resumed:
+        atomic_write_text(run.metrics.path, "")
+        return
+    for record in keep_records_up_to(run.metrics.path, run.step):
+        if "loss" in record:
+            run.last_metrics = record
+        if "knn_top1" in record:
+            run.last_knn = record
 
 
 def _seed_everything(seed: int) -> None:
@@ -401,7 +509,14 @@ def train_epoch(run: Run, progress: bool) -> bool:
     with Progress(run.schedule.steps_per_epoch, label, enabled=enabled, done=run.batches_done) as bar:
         while run.stopped_by is None:
             started = time.perf_counter()
-            batch = next(batches, None)
+            try:
+                batch = next(batches, None)
+            except RuntimeError:  # a loader worker ended by the same Ctrl-C (the terminal signals all)
+                if run.interruption.received is None:
+                    raise
+                run.stopped_by = run.interruption.received
+                save_checkpoint(run)
+                break
             run.interval.data_wait += time.perf_counter() - started
             if batch is None:
                 break
@@ -438,9 +553,13 @@ def _train_on_batch(run: Run, batch: tuple[Any, Tensor, list[str]]) -> StepResul
     if views is None:
         return None
     lr = run.schedule.lr(run.step)
+    late = (
+        run.config.max_minutes is not None and time.perf_counter() - run.started > 60 * run.config.max_minutes
+    )
+    flags = (late, run.interruption.received is not None)
     try:
         result = training_step(
-            run.step_model, run.optimizer, run.scaler, *views, lr, run.config.precision, run.step
+            run.step_model, run.optimizer, run.scaler, *views, lr, run.config.precision, run.step, flags
         )
     except TrainingDiverged as error:
         path = run.checkpoint_path
@@ -448,15 +567,23 @@ def _train_on_batch(run: Run, batch: tuple[Any, Tensor, list[str]]) -> StepResul
         raise TrainingDiverged(
             f"{error} (epoch {run.epoch + 1}); stopped; last good checkpoint: {kept}"
         ) from None
-    run.step += 1
+    run.step, run.last_lr = run.step + 1, lr
     run.interval.add(result)
     if run.step % run.config.log_every == 0:
-        run.last_metrics = run.interval.record(run.step, run.epoch + 1, lr, run.config.batch_size)
-        run.metrics.write(run.last_metrics)
-    run.stopped_by = _stop_reason(run)
+        _log_interval(run)
+    run.stopped_by = _stop_reason(run, *result.flags)
     if run.step % run.config.checkpoint_every == 0 or run.stopped_by is not None:
         save_checkpoint(run)
     return result
+
+
+def _log_interval(run: Run) -> None:
+    """The metrics record of the steps since the last one (none when there are none)."""
+    if run.interval.steps == 0:
+        return
+    record = run.interval.record(run.step, run.epochs_done, run.last_lr, run.config.batch_size)
+    run.last_metrics = {**record, "skipped_images": run.skipped.count}
+    run.metrics.write(run.last_metrics)
 
 
 def _usable_views(run: Run, inputs: Any) -> tuple[Tensor, ...] | None:
@@ -487,20 +614,17 @@ def end_epoch(run: Run, progress: bool) -> None:
         run.skipped.report()
 
 
-def _stop_reason(run: Run) -> str | None:
-    """ "max_steps" when reached, "max_minutes" when that much wall time has passed in this call
-    (the ranks agree), else None."""
-    config = run.config
-    if config.max_steps is not None and run.step >= config.max_steps:
+def _stop_reason(run: Run, late: bool = False, interrupted: bool = False) -> str | None:
+    """Why the run stops now: the signal received (by any rank: ``interrupted``), "max_minutes"
+    (``late`` on any rank), "max_steps" when reached; None to go on. The ranks learn the flags
+    of the others through :func:`training_step`, so they all stop at the same step."""
+    if interrupted:
+        return run.interruption.received or "a signal to another process"
+    if late:
+        return "max_minutes"
+    if run.config.max_steps is not None and run.step >= run.config.max_steps:
         return "max_steps"
-    if config.max_minutes is None:
-        return None
-    late = torch.tensor([float(time.perf_counter() - run.started > 60 * config.max_minutes)])
-    if distributed.is_distributed():
-        device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
-        late = late.to(device)
-        dist.all_reduce(late, op=dist.ReduceOp.MAX)
-    return "max_minutes" if late.item() else None
+    return None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -532,6 +656,7 @@ def save_checkpoint(run: Run) -> None:
             "step": run.step,
             "data_order": {"seed": run.config.seed, "epoch": run.epoch, "batches_done": run.batches_done},
             "rng": checkpoints.rng_states(),
+            "skipped_images": run.skipped.count,
             **({"gpu_augment": augment_states} if augment_states is not None else {}),
         },
     )
@@ -567,86 +692,6 @@ def _saved_step(path: str) -> int | str:
         return "unreadable"
 
 
-def _metrics_up_to(path: str, step: int) -> None:
-    """Keep only the metrics records of steps <= ``step`` (those of the run being resumed)."""
-    if not os.path.exists(path):
-        return
-    kept = []
-    with open(path) as file:
-        for line in file:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:  # e.g. a last line cut short by a crash: drop it
-                continue
-            if isinstance(record, dict) and record.get("step", 0) <= step:
-                kept.append(line if line.endswith("\n") else line + "\n")
-    atomic_write_text(path, "".join(kept))
-
-
-# ----------------------------------------------------------------------------------------------
-# metrics and the kNN monitor
-
-
-class _MetricsLog:
-    """Appends JSON lines to OUT/metrics.jsonl (rank 0 only), and to TensorBoard when installed."""
-
-    def __init__(self, out: str, enabled: bool) -> None:
-        self.path = os.path.join(out, METRICS_NAME)
-        self.enabled = enabled
-        self.tensorboard = None
-        if enabled:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self.tensorboard = SummaryWriter(os.path.join(out, "tensorboard"))
-            except ImportError:
-                self.tensorboard = None
-
-    def write(self, record: dict[str, Any]) -> None:
-        if not self.enabled:
-            return
-        with open(self.path, "a") as file:
-            file.write(json.dumps(record) + "\n")
-        if self.tensorboard is not None:
-            for key, value in record.items():
-                if key not in ("step", "epoch") and isinstance(value, float) and math.isfinite(value):
-                    self.tensorboard.add_scalar(key, value, record["step"])
-
-    def close(self) -> None:
-        if self.tensorboard is not None:
-            self.tensorboard.close()
-
-
-class _Interval:
-    """Sums over the steps since the last metrics record."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.steps = 0
-        self.sums = {"loss": 0.0, "mi": 0.0, "npc": 0.0, "grad_norm": 0.0}
-        self.data_wait = 0.0
-        self.started = time.perf_counter()
-
-    def add(self, result: StepResult) -> None:
-        self.steps += 1
-        for key in self.sums:
-            self.sums[key] += getattr(result, key)
-
-    def record(self, step: int, epoch: int, lr: float, images_per_step: int) -> dict[str, Any]:
-        elapsed = max(time.perf_counter() - self.started, 1e-9)
-        record: dict[str, Any] = {"step": step, "epoch": epoch}
-        record.update({key: value / max(self.steps, 1) for key, value in self.sums.items()})
-        record.update(
-            lr=lr,
-            images_per_second=images_per_step * self.steps / elapsed,
-            data_wait_fraction=min(1.0, self.data_wait / elapsed),
-        )
-        self.reset()
-        return record
-
-
 def _knn_monitor(run: Run, progress: bool) -> dict[str, Any]:
     """The kNN record of the query backbone (rank 0 computes, the others wait)."""
     record: dict[str, Any] = {}
@@ -660,7 +705,7 @@ def _knn_monitor(run: Run, progress: bool) -> dict[str, Any]:
         )  # fmt: skip
         record = {
             "step": run.step,
-            "epoch": run.epoch,
+            "epoch": run.epochs_done,
             "knn_top1": result["knn_top1"],
             "knn_top5": result["knn_top5"],
         }

@@ -1,0 +1,170 @@
+"""The records of a pretraining run in its folder OUT, written by the run and by its evaluations,
+read by ``mitool vision plot``.
+
+* OUT/config.json: the run's resolved settings (written atomically when the run starts).
+* OUT/metrics.jsonl: one JSON object a line, appended as the run goes: every ``log_every`` steps
+  (and when the run stops) the means of the interval, every ``knn_every`` epochs the kNN
+  monitor's record. A line cut short by a crash is skipped by the readers and dropped on resume.
+* OUT/evaluations.json: a list of the results of ``mitool vision knn`` and ``mitool vision
+  linear`` on the run's checkpoint (rewritten atomically, one entry added per evaluation).
+
+Every record has ``step`` (optimizer steps done) and ``epoch`` (epochs done, with the fraction
+of the current one: 1.25 is a quarter into the second epoch).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import Any
+
+from mitool.files import atomic_write_json, atomic_write_text
+
+__all__ = [
+    "CONFIG_NAME",
+    "EVALUATIONS_NAME",
+    "METRICS_NAME",
+    "Interval",
+    "MetricsLog",
+    "add_evaluation",
+    "keep_records_up_to",
+    "read_config",
+    "read_evaluations",
+    "read_records",
+    "write_config",
+]
+
+CONFIG_NAME = "config.json"
+METRICS_NAME = "metrics.jsonl"
+EVALUATIONS_NAME = "evaluations.json"
+STEP_SCALARS = ("loss", "mi", "npc", "grad_norm")
+"""The step's scalars that a metrics record averages over its interval."""
+
+
+def _json_lines(path: str) -> list[tuple[str, dict[str, Any]]]:
+    """(line, record) of every whole JSON object line of ``path`` (a cut last line is left out)."""
+    if not os.path.exists(path):
+        return []
+    lines = []
+    with open(path) as file:
+        for line in file:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                lines.append((line if line.endswith("\n") else line + "\n", record))
+    return lines
+
+
+def read_records(out: str) -> list[dict[str, Any]]:
+    """The records of OUT/metrics.jsonl (FileNotFoundError when the folder has none)."""
+    path = os.path.join(out, METRICS_NAME)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no {METRICS_NAME} in {out} (is it the --out of a pretraining run?)")
+    return [record for _, record in _json_lines(path)]
+
+
+def keep_records_up_to(path: str, step: int) -> list[dict[str, Any]]:
+    """Keep only the records of steps <= ``step`` in the metrics file ``path`` (the run being
+    resumed), rewritten atomically; returns them."""
+    kept = [(line, record) for line, record in _json_lines(path) if record.get("step", 0) <= step]
+    atomic_write_text(path, "".join(line for line, _ in kept))
+    return [record for _, record in kept]
+
+
+def write_config(out: str, config: dict[str, Any]) -> None:
+    atomic_write_json(os.path.join(out, CONFIG_NAME), config)
+
+
+def read_config(out: str) -> dict[str, Any] | None:
+    """The run's settings from OUT/config.json; None when the run has none (an older run)."""
+    path = os.path.join(out, CONFIG_NAME)
+    if not os.path.isfile(path):
+        return None
+    with open(path) as file:
+        return json.load(file)
+
+
+def read_evaluations(out: str) -> list[dict[str, Any]]:
+    """The evaluations recorded in OUT/evaluations.json (none: [])."""
+    path = os.path.join(out, EVALUATIONS_NAME)
+    if not os.path.isfile(path):
+        return []
+    with open(path) as file:
+        entries = json.load(file)
+    return entries if isinstance(entries, list) else []
+
+
+def add_evaluation(out: str, entry: dict[str, Any]) -> str:
+    """Add ``entry`` (with ``kind`` "knn" or "linear", ``step``, ``epoch`` and its results) to
+    OUT/evaluations.json, rewritten atomically; returns the file's path."""
+    path = os.path.join(out, EVALUATIONS_NAME)
+    atomic_write_json(path, [*read_evaluations(out), entry])
+    return path
+
+
+class MetricsLog:
+    """Appends records to OUT/metrics.jsonl (when ``enabled``: rank 0), and to TensorBoard when
+    it is installed. Each record is one line, flushed at once."""
+
+    def __init__(self, out: str, enabled: bool) -> None:
+        self.path = os.path.join(out, METRICS_NAME)
+        self.enabled = enabled
+        self.tensorboard = None
+        if enabled:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.tensorboard = SummaryWriter(os.path.join(out, "tensorboard"))
+            except ImportError:
+                self.tensorboard = None
+
+    def write(self, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        with open(self.path, "a") as file:  # appended: one line per record (see the module's note)
+            file.write(json.dumps(record) + "\n")
+        if self.tensorboard is not None:
+            for key, value in record.items():
+                if key not in ("step", "epoch") and isinstance(value, float) and math.isfinite(value):
+                    self.tensorboard.add_scalar(key, value, record["step"])
+
+    def close(self) -> None:
+        if self.tensorboard is not None:
+            self.tensorboard.close()
+
+
+class Interval:
+    """Sums of the step scalars since the last metrics record, and the time spent waiting for data."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.steps = 0
+        self.sums = dict.fromkeys(STEP_SCALARS, 0.0)
+        self.data_wait = 0.0
+        self.started = time.perf_counter()
+
+    def add(self, scalars: Any) -> None:
+        """Add one step's ``scalars`` (an object with the attributes of :data:`STEP_SCALARS`)."""
+        self.steps += 1
+        for key in self.sums:
+            self.sums[key] += getattr(scalars, key)
+
+    def record(self, step: int, epoch: float, lr: float, images_per_step: int) -> dict[str, Any]:
+        """The record of the interval (means of the scalars, lr, images/s, the fraction of the time
+        spent waiting for data); starts the next interval."""
+        elapsed = max(time.perf_counter() - self.started, 1e-9)
+        record: dict[str, Any] = {"step": step, "epoch": epoch}
+        record.update({key: value / max(self.steps, 1) for key, value in self.sums.items()})
+        record.update(
+            lr=lr,
+            images_per_second=images_per_step * self.steps / elapsed,
+            data_wait_fraction=min(1.0, self.data_wait / elapsed),
+        )
+        self.reset()
+        return record
