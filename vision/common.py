@@ -30,6 +30,11 @@ __all__ = ["EMBEDDING_DIM", "ContrastiveMethod", "MakeBackbone", "MomentumMethod
 EMBEDDING_DIM = 128
 """Width of the embeddings the heads produce (every method's paper uses 128)."""
 
+FASHION_MNIST_SHORT_SCHEDULE: dict[str, float] = dict(batch_size=128, base_lr=0.8, warmup_epochs=0.1)
+"""What the methods share on Fashion-MNIST (their ``dataset_defaults``): a batch of 128 and a high
+learning rate with a short warmup, for the short schedules of a CPU or of a few GPU minutes
+(measured on a 2-core CPU with the small CNN; docs/vision-claims.md)."""
+
 MakeBackbone = Callable[[], tuple[nn.Module, int]]
 """Returns a new (backbone, feature_width); see :func:`mitool.vision.backbones.build_backbone`."""
 

@@ -38,7 +38,7 @@ from torch import Tensor, nn
 
 from mitool.bounds import BoundResult
 from mitool.vision import distributed
-from mitool.vision.common import EMBEDDING_DIM, ContrastiveMethod, MakeBackbone
+from mitool.vision.common import EMBEDDING_DIM, FASHION_MNIST_SHORT_SCHEDULE, ContrastiveMethod, MakeBackbone
 
 if TYPE_CHECKING:
     from mitool.vision.config import PretrainConfig
@@ -91,6 +91,9 @@ class SimCLR(ContrastiveMethod):
     name = "simclr"
     summary = "SimCLR / DCL: one encoder, the 2N - 2 other views of the batch as negatives; head with BN"
     defaults = dict(loss="infonce", temperature=0.1, base_lr=0.3, warmup_epochs=10.0, alpha=256.0)
+    dataset_defaults = {"fashion-mnist": FASHION_MNIST_SHORT_SCHEDULE | dict(temperature=0.2)}
+    """Fashion-MNIST: the short-schedule settings measured on a 2-core CPU with the small CNN
+    (docs/vision-claims.md, "The Fashion-MNIST recipe")."""
 
     def __init__(
         self,
