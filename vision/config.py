@@ -66,7 +66,14 @@ class PretrainConfig:
     the dataset (see the module's docstring), or for image_size the dataset's own size, for
     small_stem "yes for images of 96 pixels or less", for precision "bf16 on CUDA, fp32 on CPU",
     for workers a number sized to the free cores (chosen when the run starts), for negatives
-    and key_momentum of a method that has none: not used."""
+    and key_momentum of a method that has none: not used, for schedule_steps "epochs x batches
+    per epoch".
+
+    Time-boxed runs: with ``max_minutes`` and ``fit_schedule`` (the default), the run measures its
+    speed over its first steps and shortens its cosine schedule to the steps that fit in the time
+    (never lengthens it), so that it ends its schedule instead of being cut at a high learning
+    rate; the length decided is recorded as ``schedule_steps`` (in the checkpoint's config, so a
+    resumed run keeps it). Without ``fit_schedule``, ``max_minutes`` only stops the run."""
 
     method: str = "moco"
     loss: str | None = None
@@ -83,6 +90,8 @@ class PretrainConfig:
     out: str = "runs/pretrain"
     max_steps: int | None = None
     max_minutes: float | None = None
+    fit_schedule: bool = True
+    schedule_steps: int | None = None
     device: str = "cpu"
     workers: int | None = None
     base_lr: float | None = None
@@ -161,6 +170,7 @@ def _method_defaults(config: PretrainConfig, method: type[ContrastiveMethod]) ->
 _WHOLE_NUMBERS: dict[str, int] = dict(
     epochs=1, batch_size=2, bn_splits=1, embedding_dim=1, checkpoint_every=1, log_every=1, knn_k=1,
     image_size=8, max_steps=1, workers=0, knn_every=0, knn_max_samples=1, negatives=1, synthetic_size=1,
+    schedule_steps=1,
 )  # fmt: skip
 """Whole-number settings and their least values (None, where allowed, is not checked)."""
 _NUMBERS: dict[str, dict[str, float]] = dict(

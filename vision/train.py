@@ -206,8 +206,10 @@ class Run:
     The where-we-are counters: ``epoch`` (epochs completed), ``step`` (optimizer steps made),
     ``batches_done`` (batches of the current epoch consumed, the position to replay on resume).
     ``pending_rng``: the saved RNG states, put back once the resumed epoch's batches are replayed.
-    ``stopped_by``: why the run stops before its last epoch ("max_steps", "max_minutes", or the
-    signal's name), None while it trains. ``last_lr``: the learning rate of the last step.
+    ``stopped_by``: why the run stops before its last epoch ("max_steps", "max_minutes",
+    "schedule_end" of a fitted schedule, or the signal's name), None while it trains. ``last_lr``:
+    the learning rate of the last step. ``fit_probe``: (step, time) where a time-boxed run started
+    measuring its speed (:func:`fit_schedule_to_time`).
     """
 
     config: PretrainConfig
@@ -230,6 +232,7 @@ class Run:
     pending_rng: dict[str, Any] | None = None
     stopped_by: str | None = None
     last_lr: float = 0.0
+    fit_probe: tuple[int, float] | None = None
     started: float = field(default_factory=time.perf_counter)
     skipped: SkippedImages = field(default_factory=SkippedImages)
     interval: Interval = field(default_factory=Interval)
@@ -311,7 +314,7 @@ def pretrain(config: PretrainConfig, resume: bool = False, progress: bool = True
 
 def _interrupted(run: Run) -> bool:
     """Stopped by a signal (the epoch's end, with its kNN monitor, is left to the resumed run)."""
-    return run.stopped_by is not None and run.stopped_by not in ("max_steps", "max_minutes")
+    return run.stopped_by is not None and run.stopped_by not in ("max_steps", "max_minutes", "schedule_end")
 
 
 def summary(run: Run) -> dict[str, Any]:
@@ -353,7 +356,7 @@ def start_run(config: PretrainConfig, resume: bool) -> Run:
         )
     method.check_sizes(config, world)
     saved = _previous_run(config, resume)
-    config = _with_workers(config, saved)
+    config = _with_schedule_steps(_with_workers(config, saved), saved)
     _check_resumable(config, saved)
     loader, augment = _training_data(config, info, rank, world)
     schedule = _schedule(config, loader)
@@ -393,6 +396,13 @@ def _previous_run(config: PretrainConfig, resume: bool) -> dict[str, Any] | None
             f"out {config.out} already holds a run ({CHECKPOINT_NAME}); pass --resume or choose another --out"
         )
     return None
+
+
+def _with_schedule_steps(config: PretrainConfig, saved: dict[str, Any] | None) -> PretrainConfig:
+    """A resumed time-boxed run keeps the schedule length it decided (``schedule_steps``)."""
+    if saved is None or config.schedule_steps is not None:
+        return config
+    return dataclasses.replace(config, schedule_steps=saved["config"].get("schedule_steps"))
 
 
 def _with_workers(config: PretrainConfig, saved: dict[str, Any] | None) -> PretrainConfig:
@@ -445,13 +455,60 @@ def _training_data(
 
 
 def _schedule(config: PretrainConfig, loader: SkippingDataLoader) -> Schedule:
+    """epochs x batches per epoch, or the length a time-boxed run decided (``schedule_steps``),
+    the warmup scaled with it (the schedule keeps its shape)."""
     steps_per_epoch = len(loader)
+    planned = config.epochs * steps_per_epoch
+    total = config.schedule_steps or planned
     return Schedule(
         steps_per_epoch,
-        config.epochs * steps_per_epoch,
-        round(config.warmup_epochs * steps_per_epoch),
+        total,
+        round(config.warmup_epochs * steps_per_epoch * total / planned),
         config.base_lr * config.batch_size / 256,
     )
+
+
+FIT_PROBE_STEPS = 100
+"""A time-boxed run measures its speed over this many steps after its first one, then fits its
+schedule (:func:`fit_schedule_to_time`)."""
+FIT_MARGIN = 0.02
+"""Share of ``max_minutes`` kept free when fitting (the last checkpoint, speed changes)."""
+
+
+def steps_that_fit(step: int, seconds_per_step: float, seconds_left: float, planned: int) -> int:
+    """The fitted length of a schedule at ``step``: the steps that fit in ``seconds_left`` at
+    ``seconds_per_step`` after those made, at least one more, at most the ``planned`` length."""
+    return max(step + 1, min(planned, step + int(max(seconds_left, 0.0) / seconds_per_step)))
+
+
+def fit_schedule_to_time(run: Run) -> None:
+    """With ``max_minutes`` and ``fit_schedule``, once, :data:`FIT_PROBE_STEPS` steps after the
+    first: set the cosine schedule's length to the steps that fit in the time left at the speed
+    measured over those steps (the slowest rank's), so that the learning rate reaches 0 when the
+    time is up instead of the run being cut mid-schedule. The decision is recorded as
+    ``config.schedule_steps`` (saved with the checkpoint: a resumed run keeps it, exactly) and as a
+    metrics record (schedule_steps, seconds_per_step)."""
+    config = run.config
+    if config.max_minutes is None or not config.fit_schedule or config.schedule_steps is not None:
+        return
+    now = time.perf_counter()
+    if run.fit_probe is None:
+        run.fit_probe = (run.step, now)  # from the end of the first step: start-up left out
+        return
+    first_step, since = run.fit_probe
+    if run.step - first_step < FIT_PROBE_STEPS:
+        return
+    seconds_left = 60 * config.max_minutes * (1 - FIT_MARGIN) - (now - run.started)
+    timing = torch.tensor([(now - since) / (run.step - first_step), -seconds_left])
+    if distributed.is_distributed():  # every rank decides at the same step: agree on the worst case
+        device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+        timing = timing.to(device)
+        dist.all_reduce(timing, op=dist.ReduceOp.MAX)
+    seconds_per_step, seconds_left = float(timing[0]), -float(timing[1])
+    steps = steps_that_fit(run.step, seconds_per_step, seconds_left, run.schedule.total_steps)
+    run.config = dataclasses.replace(config, schedule_steps=steps)
+    run.schedule = _schedule(run.config, run.loader)
+    run.metrics.write({"step": run.step, "schedule_steps": steps, "seconds_per_step": seconds_per_step})
 
 
 def _restore(run: Run, saved: dict[str, Any]) -> None:
@@ -569,6 +626,7 @@ def _train_on_batch(run: Run, batch: tuple[Any, Tensor, list[str]]) -> StepResul
         ) from None
     run.step, run.last_lr = run.step + 1, lr
     run.interval.add(result)
+    fit_schedule_to_time(run)
     if run.step % run.config.log_every == 0:
         _log_interval(run)
     run.stopped_by = _stop_reason(run, *result.flags)
@@ -624,6 +682,8 @@ def _stop_reason(run: Run, late: bool = False, interrupted: bool = False) -> str
         return "max_minutes"
     if run.config.max_steps is not None and run.step >= run.config.max_steps:
         return "max_steps"
+    if run.config.schedule_steps is not None and run.step >= run.schedule.total_steps:
+        return "schedule_end"  # a time-boxed run's fitted schedule ends mid-epoch
     return None
 
 
