@@ -1,16 +1,19 @@
-"""Pieces the command-line modules share: the device check, one-line logs, progress callbacks."""
+"""Pieces the command-line modules share: the device check, one-line logs, progress callbacks, and
+SIGTERM handled as Ctrl-C."""
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Iterator
 
 import click
 
 from mitool.checks import ParameterError
 from mitool.progress import Progress
 
-__all__ = ["check_device", "log_line", "progress_reporter"]
+__all__ = ["Terminated", "check_device", "log_line", "progress_reporter", "sigterm_as_interrupt"]
 
 
 def progress_reporter(bar: Progress) -> Callable[..., None]:
@@ -45,3 +48,25 @@ def check_device(device: str) -> None:
         raise ParameterError(
             "device", f"{device!r} asked for, but this machine has {count} GPU(s): cuda:0 to cuda:{count - 1}"
         )
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, as Ctrl-C raises KeyboardInterrupt."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within ``with``, SIGTERM stops the program as SIGINT (Ctrl-C) does; in the main thread only."""
+
+    def terminate(number: int, frame: object) -> None:
+        raise Terminated
+
+    try:
+        previous = signal.signal(signal.SIGTERM, terminate)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -9,18 +9,17 @@ prints as one line with the option of the same Python name (``--batch-size must 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 
 import click
 
 from mitool import bounds, critics, tasks
-from mitool.cli.common import check_device, log_line, progress_reporter
+from mitool.cli.common import Terminated, check_device, log_line, progress_reporter, sigterm_as_interrupt
 from mitool.cli.errors import FriendlyGroup, flag_of
 from mitool.progress import Progress
 from mitool.runtime import set_threads_to_free_cores
@@ -178,28 +177,6 @@ def run_command(out: str, file_format: str, quiet: bool, **values) -> None:
     _echo_written([out_path / "curves.csv", out_path / "summary.csv", *written, out_path / "config.json"])
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the program is, as Ctrl-C raises KeyboardInterrupt."""
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Within ``with``, SIGTERM stops the program as SIGINT (Ctrl-C) does; in the main thread only."""
-
-    def terminate(number: int, frame: object) -> None:
-        raise _Terminated
-
-    try:
-        previous = signal.signal(signal.SIGTERM, terminate)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _run_sweep(out: str, grid: study.Grid, settings: ToySettings, quiet: bool, file_format: str) -> None:
     """Run the sweep; on SIGINT or SIGTERM say which cells are saved and how to resume, then exit
     with 128 + the signal's number."""
@@ -213,7 +190,7 @@ def _run_sweep(out: str, grid: study.Grid, settings: ToySettings, quiet: bool, f
         return progress_reporter(bars[-1])
 
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             summary = study.sweep(out_path, grid, settings, progress_factory=factory, log=log_line)
     except study.SettingsDiffer as error:  # the settings named by the options the user types
         command = click.get_current_context().command
@@ -222,7 +199,7 @@ def _run_sweep(out: str, grid: study.Grid, settings: ToySettings, quiet: bool, f
     except KeyboardInterrupt as stop:
         for bar in bars:
             bar.close()
-        number = signal.SIGTERM if isinstance(stop, _Terminated) else signal.SIGINT
+        number = signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT
         log_line(f"toy sweep stopped by {number.name}: {study.interruption_note(out_path, grid)}")
         sys.exit(128 + int(number))
     finally:
