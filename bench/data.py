@@ -41,8 +41,9 @@ from harness import Progress, environment, synchronize, write_json  # noqa: E402
 
 from mitool.runtime import free_cores, set_threads_to_free_cores  # noqa: E402
 from mitool.vision.augment import two_view_transform  # noqa: E402
-from mitool.vision.data import dataset_info, load_dataset, make_loader  # noqa: E402
+from mitool.vision.datasets import dataset_info, load_dataset  # noqa: E402
 from mitool.vision.gpu_augment import DecodeOnly, GPUTwoViewAugment, decode_on_device  # noqa: E402
+from mitool.vision.loader import make_loader  # noqa: E402
 
 MODES = ("cpu", "device-decode", "device-jpeg", "augment-only")
 

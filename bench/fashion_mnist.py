@@ -44,7 +44,7 @@ from mitool.files import atomic_write_json  # noqa: E402
 from mitool.runtime import set_threads_to_free_cores  # noqa: E402
 from mitool.vision.backbones import build_backbone  # noqa: E402
 from mitool.vision.config import PretrainConfig, resolve_defaults  # noqa: E402
-from mitool.vision.data import dataset_info  # noqa: E402
+from mitool.vision.datasets import dataset_info  # noqa: E402
 from mitool.vision.evaluate import evaluate_knn, load_backbone  # noqa: E402
 from mitool.vision.methods import build_method  # noqa: E402
 from mitool.vision.train import pretrain, training_step  # noqa: E402

@@ -22,6 +22,7 @@ from click.core import ParameterSource
 
 from mitool import bounds
 from mitool.cli.errors import FriendlyGroup
+from mitool.cli.vision_sweep import sweep
 from mitool.runtime import set_threads_to_free_cores
 from mitool.vision.backbones import ARCHITECTURES
 from mitool.vision.config import (
@@ -33,7 +34,7 @@ from mitool.vision.config import (
     LOSSES,
     PRECISIONS,
 )
-from mitool.vision.data import DATASETS
+from mitool.vision.datasets import DATASETS
 from mitool.vision.methods import METHODS
 from mitool.vision.plot import FORMATS
 
@@ -282,8 +283,8 @@ def knn(as_json: bool, quiet: bool, workers: int | None, device: str, **options)
     """kNN top-1/top-5 of the frozen backbone (cosine, weighted vote; train split as memory,
     test split scored). The result goes into the run's OUT/evaluations.json too, for vision plot."""
     from mitool.cli.common import check_device
-    from mitool.vision.data import default_workers
     from mitool.vision.evaluate import knn_of_checkpoint
+    from mitool.vision.loader import default_workers
 
     set_threads_to_free_cores()
     check_device(device)
@@ -326,8 +327,8 @@ def knn(as_json: bool, quiet: bool, workers: int | None, device: str, **options)
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def linear(resume, as_json, quiet, milestones, workers, **options) -> None:
     """Linear protocol on the frozen backbone (MoCo's: lr 30, 100 epochs, decay at 60 and 80)."""
-    from mitool.vision.data import default_workers
     from mitool.vision.linear import LinearConfig, linear_evaluation
+    from mitool.vision.loader import default_workers
 
     set_threads_to_free_cores()
     try:

@@ -15,7 +15,7 @@ from mitool.cli.errors import FriendlyCommand
 from mitool.runtime import free_cores, set_threads_to_free_cores
 from mitool.vision.backbones import ARCHITECTURES
 from mitool.vision.config import DEVICES, GPU_AUGMENT_MODES, LOSSES, PRECISIONS
-from mitool.vision.data import DATASETS
+from mitool.vision.datasets import DATASETS
 from mitool.vision.methods import METHODS
 
 __all__ = ["sweep"]

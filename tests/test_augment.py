@@ -15,7 +15,7 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
 
 from mitool.vision.augment import blur_kernel_size, eval_transform, moco_v2_settings, two_view_transform
-from mitool.vision.data import dataset_info, load_dataset, make_loader
+from mitool.vision.datasets import dataset_info, load_dataset
 from mitool.vision.gpu_augment import (
     DecodeOnly,
     GPUTwoViewAugment,
@@ -32,6 +32,7 @@ from mitool.vision.gpu_augment import (
     sample_crop_boxes,
     sample_parameters,
 )
+from mitool.vision.loader import make_loader
 
 # KS tests run on fixed seeds (deterministic); 1e-3 is the rejection level.
 KS_LEVEL = 1e-3

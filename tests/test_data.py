@@ -1,4 +1,4 @@
-"""Datasets, loaders and unreadable-image handling of vision.data."""
+"""Datasets (vision.datasets), the IDX reader (vision.idx), loaders and skipped images (vision.loader)."""
 
 from __future__ import annotations
 
@@ -11,20 +11,23 @@ import pytest
 import torch
 from PIL import Image
 
+from mitool.checks import ParameterError
 from mitool.vision.augment import eval_transform, two_view_transform
-from mitool.vision.data import (
+from mitool.vision.datasets import (
     DATASETS,
     FASHION_MNIST_DIR,
     EncodedImage,
-    SkippedImages,
     UnreadableImage,
+    dataset_info,
+    load_dataset,
+)
+from mitool.vision.idx import read_idx
+from mitool.vision.loader import (
+    SkippedImages,
     UnreadableImagesWarning,
     augmentation_seed,
     collate_skipping_unreadable,
-    dataset_info,
-    load_dataset,
     make_loader,
-    read_idx,
 )
 
 FASHION_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte")
@@ -76,22 +79,29 @@ def test_bad_names_and_options_are_one_line_errors(tmp_path):
         load_dataset("mnist", "train")
     with pytest.raises(ValueError, match="split must be one of train, test"):
         load_dataset("synthetic", "val")
-    with pytest.raises(ValueError, match="unknown synthetic option 'colours'"):
+    with pytest.raises(ValueError, match="synthetic option colours is not one of size, image_size"):
         load_dataset("synthetic", "train", colours=3)
-    with pytest.raises(ValueError, match="channels must be 1 or 3"):
+    with pytest.raises(ValueError, match="synthetic channels must be 1 or 3, got 2"):
         load_dataset("synthetic", "train", channels=2)
-    with pytest.raises(ValueError, match="needs data_dir"):
+    with pytest.raises(ValueError, match="synthetic_size must be a whole number >= 1, got 2.5"):
+        load_dataset("synthetic", "train", size=2.5)
+    with pytest.raises(ParameterError, match="data_dir must be given for dataset imagefolder") as caught:
         load_dataset("imagefolder", "train")
-    with pytest.raises(FileNotFoundError, match="cifar10 root directory not found"):
+    assert caught.value.parameter == "data_dir"  # shown as --data by the command line
+    with pytest.raises(ParameterError, match="nothing: no such directory .the root of cifar10"):
         load_dataset("cifar10", "train", data_dir=tmp_path / "nothing")
-    with pytest.raises(FileNotFoundError, match="stl10 not found or corrupted"):
+    with pytest.raises(ParameterError, match="does not hold stl10 in torchvision's layout"):
         load_dataset("stl10", "train", data_dir=tmp_path)
+    with pytest.raises(
+        ParameterError, match="missing: no such directory; expected the Fashion-MNIST IDX files"
+    ):
+        load_dataset("fashion-mnist", "train", data_dir=tmp_path / "missing")
 
 
 def test_missing_and_empty_image_folders(tmp_path):
-    with pytest.raises(FileNotFoundError, match="data directory not found"):
+    with pytest.raises(ParameterError, match="data_dir .*missing: no such directory .expected class folders"):
         load_dataset("imagefolder", "train", data_dir=tmp_path / "missing")
-    with pytest.raises(FileNotFoundError, match="split 'test' not found"):
+    with pytest.raises(ParameterError, match="has no val/ folder for split 'test'"):
         (tmp_path / "train").mkdir()
         load_dataset("imagefolder", "test", data_dir=tmp_path)
     with pytest.raises(ValueError, match="has no class folders"):
@@ -154,7 +164,7 @@ def test_fashion_mnist_reads_plain_and_gzipped_idx(tmp_path, compress):
     dataset = load_dataset("fashion-mnist", "test", data_dir=tmp_path)
     assert len(dataset) == 5 and dataset[2][1] == 4
     assert np.array_equal(np.asarray(dataset[3][0]), images[3])
-    with pytest.raises(FileNotFoundError, match="train-images-idx3-ubyte"):
+    with pytest.raises(ParameterError, match="has no IDX file train-images-idx3-ubyte"):
         load_dataset("fashion-mnist", "train", data_dir=tmp_path)
     truncated = tmp_path / "short-idx"
     truncated.write_bytes(bytes([0, 0, 8, 1, 0, 0, 0, 9, 1, 2]))
@@ -367,16 +377,21 @@ def test_dataset_errors_reach_the_command_line_as_one_line(tmp_path):
 
     @group.command()
     @click.option("--dataset", default="imagefolder")
-    @click.option("--data", default=None)
-    def count(dataset: str, data: str | None) -> None:
-        click.echo(len(load_dataset(dataset, "train", data_dir=data)))
+    @click.option("--data", "data_dir", default=None)
+    def count(dataset: str, data_dir: str | None) -> None:
+        click.echo(len(load_dataset(dataset, "train", data_dir=data_dir)))
 
     runner = CliRunner()
     missing = runner.invoke(group, ["count", "--data", str(tmp_path / "nowhere")])
-    assert missing.exit_code == 2 and "Error: data directory not found" in missing.output
+    assert (
+        missing.exit_code == 2
+        and f"Error: --data {tmp_path / 'nowhere'}: no such directory" in missing.output
+    )
     assert "Traceback" not in missing.output
     unknown = runner.invoke(group, ["count", "--dataset", "imagenet21k"])
-    assert unknown.exit_code == 2 and "Error: dataset must be one of imagefolder, cifar10" in unknown.output
+    assert unknown.exit_code == 2 and "Error: --dataset must be one of imagefolder, cifar10" in unknown.output
+    unset = runner.invoke(group, ["count"])
+    assert unset.exit_code == 2 and "Error: --data must be given for dataset imagefolder" in unset.output
     good = runner.invoke(group, ["count", "--data", str(make_image_folder(tmp_path / "ok", per_class=2))])
     assert good.exit_code == 0 and good.output.strip() == "4"
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from mitool.cli.main import main
-from mitool.vision.data import UnreadableImagesWarning
+from mitool.vision.loader import UnreadableImagesWarning
 
 TINY = ["--arch", "small-cnn", "--image-size", "16", "--batch-size", "8", "--workers", "0", "--quiet"]
 

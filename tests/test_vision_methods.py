@@ -15,7 +15,7 @@ from mitool import bounds
 from mitool.vision.backbones import SplitBatchNorm2d, build_backbone
 from mitool.vision.common import momentum_update
 from mitool.vision.config import PretrainConfig, resolve_defaults
-from mitool.vision.data import SyntheticImages
+from mitool.vision.datasets import SyntheticImages
 from mitool.vision.methods import METHODS, build_method
 from mitool.vision.moco import MoCo
 from mitool.vision.simclr import SimCLR, in_batch_scores

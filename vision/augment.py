@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 from torchvision.transforms import v2
 
-from mitool.vision.data import DatasetInfo
+from mitool.vision.datasets import DatasetInfo
 
 __all__ = [
     "AugmentSettings",

@@ -20,7 +20,7 @@ from typing import Any
 from mitool import bounds, checks
 from mitool.vision.backbones import ARCHITECTURES
 from mitool.vision.common import EMBEDDING_DIM, ContrastiveMethod
-from mitool.vision.data import DATASETS
+from mitool.vision.datasets import DATASETS
 from mitool.vision.gpu_augment import DEVICE_AUGMENT_MODES
 from mitool.vision.methods import METHODS, method_class
 

@@ -23,8 +23,9 @@ from mitool import checks
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision.augment import eval_transform
 from mitool.vision.backbones import build_backbone
-from mitool.vision.data import DatasetInfo, SkippedImages, dataset_info, load_dataset, make_loader
+from mitool.vision.datasets import DatasetInfo, dataset_info, load_dataset
 from mitool.vision.knn import extract_features, knn_accuracy
+from mitool.vision.loader import SkippedImages, make_loader
 from mitool.vision.records import add_evaluation
 
 __all__ = [
@@ -71,7 +72,7 @@ def evaluate_knn(
     features = {}
     for split in ("train", "test"):
         data = spread_subset(load_dataset(dataset, split, data_dir, transform, **options), max_samples)
-        loader = make_loader(data, batch_size, shuffle=False, num_workers=workers, seed=0, drop_last=False)
+        loader = make_loader(data, batch_size, shuffle=False, workers=workers, seed=0, drop_last=False)
         batches = _recording(loader, skipped)
         label = f"kNN {'memory' if split == 'train' else 'queries'}"
         features[split] = extract_features(backbone, batches, device, len(loader), label, progress)

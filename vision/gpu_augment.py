@@ -47,7 +47,7 @@ from torchvision.io import ImageReadMode, decode_jpeg
 from torchvision.ops import roi_align
 
 from mitool.vision.augment import AugmentSettings, moco_v2_settings
-from mitool.vision.data import DatasetInfo, EncodedImage
+from mitool.vision.datasets import DatasetInfo, EncodedImage
 
 __all__ = [
     "DEVICE_AUGMENT_MODES",
@@ -106,7 +106,7 @@ class DecodeOnly:
 
 
 def loader_options(mode: str, shorter_side: int | None = None) -> dict[str, Any]:
-    """The keyword arguments of :func:`mitool.vision.data.load_dataset` for the device path ``mode``
+    """The keyword arguments of :func:`mitool.vision.datasets.load_dataset` for the device path ``mode``
     (one of :data:`DEVICE_AUGMENT_MODES`): ``{"transform": DecodeOnly(shorter_side)}`` for
     "decode", ``{"encoded": True}`` for "jpeg" (image folders only)."""
     if mode == "decode":
@@ -136,11 +136,11 @@ def decode_on_device(
     """Move a loader batch to ``device``, decoding JPEG bytes there in one batched call.
 
     inputs: a uint8 batch (N, C, H, W); or a list of uint8 images (C, H_i, W_i); or a list of
-        :class:`mitool.vision.data.EncodedImage` (from ``load_dataset(..., encoded=True)``) whose data
+        :class:`mitool.vision.datasets.EncodedImage` (from ``load_dataset(..., encoded=True)``) whose data
         are JPEG bytes (1-D) or already decoded images (3-D).
     Returns ``(images, kept, failed)``: the images on the device (a batch or a list), the int64
     indices of the inputs they come from (to select the labels), and the names of the JPEGs the
-    decoder rejected (to count with :class:`mitool.vision.data.SkippedImages`).
+    decoder rejected (to count with :class:`mitool.vision.loader.SkippedImages`).
     """
     device = torch.device(device)
     if isinstance(inputs, Tensor):

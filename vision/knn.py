@@ -81,7 +81,7 @@ def extract_features(
     progress: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """Run ``encoder`` in eval mode over ``(inputs, labels, skipped)`` batches (as made by
-    vision.data.make_loader); returns (features (N, D) float32 on ``device``, labels (N,)).
+    mitool.vision.loader.make_loader); returns (features (N, D) float32 on ``device``, labels (N,)).
     The encoder's train/eval mode is restored afterwards."""
     was_training = encoder.training
     encoder.eval()

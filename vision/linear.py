@@ -32,9 +32,10 @@ from mitool.files import atomic_write_json
 from mitool.progress import Progress
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision.augment import eval_transform
-from mitool.vision.data import load_dataset, make_loader
+from mitool.vision.datasets import load_dataset
 from mitool.vision.evaluate import evaluation_data, load_pretrained
 from mitool.vision.knn import extract_features
+from mitool.vision.loader import make_loader
 from mitool.vision.records import add_evaluation
 
 __all__ = ["LinearConfig", "linear_evaluation"]

@@ -201,7 +201,7 @@ def _describe(settings: dict[str, Any]) -> str:
 
 
 def _native_image_size(config: Any) -> int | None:
-    from mitool.vision.data import dataset_info
+    from mitool.vision.datasets import dataset_info
 
     if config.image_size is not None or config.dataset == "imagefolder":
         return config.image_size
@@ -220,7 +220,7 @@ def _pretrain_config(config: dict[str, Any]) -> Any:
 
 def _planned_steps(config: dict[str, Any], train_sizes: dict[tuple, int]) -> int:
     """Optimizer steps the run will make (epochs x full batches, capped by max_steps)."""
-    from mitool.vision.data import load_dataset
+    from mitool.vision.datasets import load_dataset
 
     synthetic = _pretrain_config(config).synthetic_options()
     key = (config["dataset"], config["data_dir"], tuple(synthetic.items()))

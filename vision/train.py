@@ -17,7 +17,7 @@ queue, whichever the method has), the optimizer, the schedule, the gradient scal
 step, the position in the epoch's data order (seed, epoch, batches done), the RNG states of
 torch (CPU and CUDA), numpy and Python, and the config. ``resume`` reloads all of it, replays the
 data loader to the saved position (the order and the augmentation seeds are functions of
-(seed, epoch, rank), :func:`mitool.vision.data.augmentation_seed`), then restores the RNG states: on one
+(seed, epoch, rank), :func:`mitool.vision.loader.augmentation_seed`), then restores the RNG states: on one
 process the parameters after N + resume + M steps equal those after N + M steps in one go. Under
 DDP every rank restores rank 0's RNG states (the global generator is the same on every rank; each
 rank's augmentations come from its own stream).
@@ -58,17 +58,10 @@ from mitool.vision import distributed
 from mitool.vision.augment import two_view_transform
 from mitool.vision.common import ContrastiveMethod
 from mitool.vision.config import PretrainConfig, resolve_defaults
-from mitool.vision.data import (
-    DatasetInfo,
-    SkippedImages,
-    SkippingDataLoader,
-    dataset_info,
-    default_workers,
-    load_dataset,
-    make_loader,
-)
+from mitool.vision.datasets import DatasetInfo, dataset_info, load_dataset
 from mitool.vision.evaluate import evaluate_knn
 from mitool.vision.gpu_augment import GPUTwoViewAugment, loader_options
+from mitool.vision.loader import SkippedImages, SkippingDataLoader, default_workers, make_loader
 from mitool.vision.methods import build_method, method_class
 from mitool.vision.records import Interval, MetricsLog, keep_records_up_to, write_config
 
@@ -407,7 +400,7 @@ def _with_schedule_steps(config: PretrainConfig, saved: dict[str, Any] | None) -
 
 def _with_workers(config: PretrainConfig, saved: dict[str, Any] | None) -> PretrainConfig:
     """``config`` with its loader workers set: the resumed run's (the augmentations depend on
-    them), or a number sized to the free cores (:func:`mitool.vision.data.default_workers`)."""
+    them), or a number sized to the free cores (:func:`mitool.vision.loader.default_workers`)."""
     if config.workers is not None:
         return config
     workers = saved["config"]["workers"] if saved is not None else default_workers()
