@@ -1,13 +1,28 @@
-"""Tasks with analytic mutual information: correlated Gaussians and MI-preserving transforms.
+"""Tasks with analytic mutual information: the correlated Gaussians of the toy study, and the
+families of the MI benchmark.
 
-The standard toy problem of the variational-bounds literature (Poole et al. 2019; Song & Ermon
-2020): x ~ N(0, I_d) and y = rho x + sqrt(1 - rho^2) eps with eps ~ N(0, I_d), coordinate by
+The toy problem of the variational-bounds literature (Poole et al. 2019; Song & Ermon 2020):
+x ~ N(0, I_d) and y = rho x + sqrt(1 - rho^2) eps with eps ~ N(0, I_d), coordinate by
 coordinate, so that
 
     I(X; Y) = -(d / 2) log(1 - rho^2)    nats,    rho = sqrt(1 - exp(-2 I / d)).
 
 An invertible transform of y applied coordinate-wise (cubic y^3, asinh, half-cube
 sign(y)|y|^{3/2}) leaves the MI unchanged but makes the optimal critic harder to represent.
+
+The benchmark families (every one a :class:`Task`: ``.sample(n, generator)``, ``.mi`` in nats,
+``.dim_x``, ``.dim_y``, a short ``.name``, ``.family`` and ``.log_density_ratio(x, y)``, the optimal
+critic log p(x, y) / (p(x) p(y))):
+
+* :class:`MultivariateNormal` with any joint covariance Sigma of (X, Y):
+  I = 1/2 log(det Sigma_XX det Sigma_YY / det Sigma); :func:`dense_normal`, :func:`sparse_normal`,
+  :func:`block_normal` build the usual covariances;
+* :class:`StudentT`, the multivariate Student-t with dispersion Sigma and nu degrees of freedom:
+  I = 1/2 log(det Sigma_XX det Sigma_YY / det Sigma) + h(m) + h(n) - h(m + n) with
+  h(k) = log Gamma(nu/2) - log Gamma((nu+k)/2) + (k/2) log(nu pi) + ((nu+k)/2)[psi((nu+k)/2) - psi(nu/2)]
+  (Arellano-Valle, Contreras-Reyes & Genton 2013; see the class);
+* :class:`AdditiveUniform`: X ~ U(0, 1), Y = X + U(-eps, eps);
+* :class:`Mapped`: any task with invertible maps (:data:`mitool.maps.MAPS`) applied to X and Y.
 """
 
 from __future__ import annotations
@@ -19,7 +34,26 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["TRANSFORMS", "CorrelatedGaussian", "Stage", "Staircase", "mi_to_rho", "rho_to_mi"]
+from mitool import checks, maps
+
+__all__ = [
+    "TRANSFORMS",
+    "AdditiveUniform",
+    "CorrelatedGaussian",
+    "Mapped",
+    "MultivariateNormal",
+    "Stage",
+    "Staircase",
+    "StudentT",
+    "Task",
+    "block_normal",
+    "dense_normal",
+    "mi_to_rho",
+    "rho_to_mi",
+    "sparse_normal",
+    "student_t",
+    "student_t_entropy_term",
+]
 
 
 def _check_dim(dim: int) -> int:
@@ -48,14 +82,14 @@ def mi_to_rho(mi: float, dim: int) -> float:
     return math.sqrt(-math.expm1(-2.0 * mi / dim))
 
 
-def _signed_power(y: Tensor, power: float) -> Tensor:
-    return torch.sign(y) * y.abs().pow(power)
+def _cube_root(z: Tensor) -> Tensor:
+    return torch.sign(z) * z.abs().pow(1.0 / 3.0)
 
 
 TRANSFORMS: dict[str, tuple[Callable[[Tensor], Tensor], Callable[[Tensor], Tensor]]] = {
-    "cubic": (lambda y: y.pow(3), lambda z: _signed_power(z, 1.0 / 3.0)),
-    "asinh": (torch.asinh, torch.sinh),
-    "half-cube": (lambda y: _signed_power(y, 1.5), lambda z: _signed_power(z, 2.0 / 3.0)),
+    "cubic": (lambda y: y.pow(3), _cube_root),
+    "asinh": (maps.MAPS["asinh"].forward, maps.MAPS["asinh"].inverse),
+    "half-cube": (maps.MAPS["half-cube"].forward, maps.MAPS["half-cube"].inverse),
 }
 """Invertible coordinate-wise transforms of y, as (forward, inverse) pairs: they preserve the MI."""
 
@@ -200,3 +234,308 @@ class Staircase:
 
     def mi_at(self, step: int) -> float:
         return self.stage_at(step).mi
+
+
+# ----------------------------------------------------------------------------------------------
+# the families of the MI benchmark
+
+
+class Task:
+    """A joint distribution of (X, Y) with closed-form MI.
+
+    name: short name. family: the base distribution ("normal", "student-t", "additive-uniform").
+    dim_x, dim_y: dimensions. mi: I(X; Y) in nats. Subclasses draw float64 samples on the CPU in
+    ``_draw(n, generator)``; :meth:`sample` converts them.
+    """
+
+    name: str
+    family: str
+    dim_x: int
+    dim_y: int
+    mi: float
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self.name!r}, dim_x={self.dim_x}, dim_y={self.dim_y}, mi={self.mi:.4f})"
+        )
+
+    def _draw(self, n: int, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+        raise NotImplementedError
+
+    def sample(
+        self,
+        n: int,
+        generator: torch.Generator | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+    ) -> tuple[Tensor, Tensor]:
+        """n joint samples: x of shape (n, dim_x) and y of shape (n, dim_y). ``generator`` is a CPU
+        generator (the samples are drawn in float64 on the CPU, then converted)."""
+        _check_count(n)
+        x, y = self._draw(n, generator)
+        return x.to(device=device, dtype=dtype), y.to(device=device, dtype=dtype)
+
+    def log_density_ratio(self, x: Tensor, y: Tensor) -> Tensor:
+        """log p(x, y) - log p(x) - log p(y), the optimal critic; its mean over joint samples is
+        :attr:`mi`. Broadcasts over leading dimensions: x (B, 1, dim_x) and y (1, M, dim_y) give
+        the (B, M) matrix of all pairs."""
+        raise NotImplementedError
+
+
+def _log_det(matrix: Tensor) -> float:
+    return float(torch.linalg.slogdet(matrix)[1])
+
+
+def _quadratic(rows: Tensor, matrix: Tensor) -> Tensor:
+    return ((rows @ matrix) * rows).sum(-1)
+
+
+class _SplitCovariance:
+    """A joint (dispersion) matrix Sigma of (X, Y) with the precisions and log-determinants of the
+    joint and of both marginals, and the quadratic forms w' Sigma^-1 w that the densities need."""
+
+    def __init__(self, covariance: Tensor, dim_x: int) -> None:
+        covariance = torch.as_tensor(covariance, dtype=torch.float64)
+        total = covariance.shape[0] if covariance.dim() == 2 else 0
+        if covariance.dim() != 2 or covariance.shape[1] != total or total < 2:
+            raise checks.ParameterError(
+                "covariance", f"must be a square matrix of size >= 2, got {tuple(covariance.shape)}"
+            )
+        checks.whole_number("dim_x", dim_x, 1, total - 1)
+        if not torch.allclose(covariance, covariance.T) or torch.linalg.cholesky_ex(covariance)[1] != 0:
+            raise checks.ParameterError("covariance", "must be symmetric and positive definite")
+        self.matrix, self.dim_x, self.dim_y = covariance, dim_x, total - dim_x
+        self.cholesky = torch.linalg.cholesky(covariance)
+        self.precision = torch.linalg.inv(covariance)
+        self.x_block, self.y_block = covariance[:dim_x, :dim_x], covariance[dim_x:, dim_x:]
+        self.x_precision, self.y_precision = torch.linalg.inv(self.x_block), torch.linalg.inv(self.y_block)
+        self.log_dets = (_log_det(covariance), _log_det(self.x_block), _log_det(self.y_block))
+
+    def gaussian_mi(self) -> float:
+        """1/2 log(det Sigma_XX det Sigma_YY / det Sigma)."""
+        joint, x_part, y_part = self.log_dets
+        return 0.5 * (x_part + y_part - joint)
+
+    def forms(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(w' Sigma^-1 w, x' Sigma_XX^-1 x, y' Sigma_YY^-1 y) for w = (x, y), broadcasting."""
+        x, y = x.double(), y.double()
+        p_xx, p_xy = self.precision[: self.dim_x, : self.dim_x], self.precision[: self.dim_x, self.dim_x :]
+        p_yy = self.precision[self.dim_x :, self.dim_x :]
+        joint = _quadratic(x, p_xx) + 2.0 * ((x @ p_xy) * y).sum(-1) + _quadratic(y, p_yy)
+        return joint, _quadratic(x, self.x_precision), _quadratic(y, self.y_precision)
+
+    def normal_draws(self, n: int, generator: torch.Generator | None) -> Tensor:
+        """(n, dim_x + dim_y) draws of N(0, Sigma)."""
+        noise = torch.randn(n, self.matrix.shape[0], generator=generator, dtype=torch.float64)
+        return noise @ self.cholesky.T
+
+
+class MultivariateNormal(Task):
+    """(X, Y) ~ N(0, Sigma) with X the first ``dim_x`` coordinates:
+    I = 1/2 log(det Sigma_XX det Sigma_YY / det Sigma), the log density ratio
+    -1/2 (w' Sigma^-1 w - x' Sigma_XX^-1 x - y' Sigma_YY^-1 y) + I, with w = (x, y)."""
+
+    family = "normal"
+
+    def __init__(self, covariance: Tensor, dim_x: int, name: str = "normal") -> None:
+        self.split = _SplitCovariance(covariance, dim_x)
+        self.dim_x, self.dim_y, self.name = self.split.dim_x, self.split.dim_y, name
+        self.mi = self.split.gaussian_mi()
+
+    def _draw(self, n: int, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+        joint = self.split.normal_draws(n, generator)
+        return joint[:, : self.dim_x], joint[:, self.dim_x :]
+
+    def log_density_ratio(self, x: Tensor, y: Tensor) -> Tensor:
+        joint, x_form, y_form = self.split.forms(x, y)
+        return -0.5 * (joint - x_form - y_form) + self.mi
+
+
+def dense_normal(dim_x: int, dim_y: int, correlation: float = 0.5) -> MultivariateNormal:
+    """Every pair of the dim_x + dim_y unit-variance coordinates correlated by ``correlation``
+    (the benchmark's "dense" normal: 0.294 nats at 2 x 2, 1.292 at 25 x 25 with 0.5). Named
+    ``normal-dense-<dim_x>x<dim_y>``, with ``-<correlation>`` when it is not 0.5."""
+    total = checks.whole_number("dim_x", dim_x, 1) + checks.whole_number("dim_y", dim_y, 1)
+    correlation = checks.number("correlation", correlation, above=-1.0 / (total - 1), below=1.0)
+    covariance = torch.full((total, total), correlation, dtype=torch.float64)
+    covariance.fill_diagonal_(1.0)
+    suffix = "" if correlation == 0.5 else f"-{correlation:g}"
+    return MultivariateNormal(covariance, dim_x, f"normal-dense-{dim_x}x{dim_y}{suffix}")
+
+
+def sparse_normal(dim_x: int, dim_y: int, pairs: int = 2, correlation: float = 0.8) -> MultivariateNormal:
+    """Independent unit coordinates except ``pairs`` pairs (x_i, y_i), i < pairs, correlated by
+    ``correlation`` (the benchmark's "sparse" normal): I = -pairs/2 log(1 - correlation^2). Named
+    ``normal-sparse-<dim_x>x<dim_y>`` plus ``-<pairs>pairs`` and ``-<correlation>`` where they are
+    not 2 and 0.8."""
+    checks.whole_number("pairs", pairs, 1, min(dim_x, dim_y))
+    correlation = checks.number("correlation", correlation, above=-1.0, below=1.0)
+    covariance = torch.eye(dim_x + dim_y, dtype=torch.float64)
+    for i in range(pairs):
+        covariance[i, dim_x + i] = covariance[dim_x + i, i] = correlation
+    suffix = ("" if pairs == 2 else f"-{pairs}pairs") + ("" if correlation == 0.8 else f"-{correlation:g}")
+    return MultivariateNormal(covariance, dim_x, f"normal-sparse-{dim_x}x{dim_y}{suffix}")
+
+
+def block_normal(dim_x: int, dim_y: int, blocks: int = 2, loading: float = 0.7) -> MultivariateNormal:
+    """Blocks of coordinates sharing a latent factor: coordinate j of X (and of Y) belongs to block
+    j mod ``blocks``, and x_j = loading * z_block + sqrt(1 - loading^2) noise, so coordinates of one
+    block (within X, within Y and across) are correlated by loading^2, the others independent."""
+    checks.whole_number("blocks", blocks, 1, min(dim_x, dim_y))
+    loading = checks.number("loading", loading, above=-1.0, below=1.0)
+    members = torch.tensor([j % blocks for j in range(dim_x)] + [j % blocks for j in range(dim_y)])
+    same = (members[:, None] == members[None, :]).double()
+    covariance = loading**2 * same + (1.0 - loading**2) * torch.eye(dim_x + dim_y, dtype=torch.float64)
+    suffix = f"-{blocks}blocks" + ("" if loading == 0.7 else f"-{loading:g}")
+    return MultivariateNormal(covariance, dim_x, f"normal-block-{dim_x}x{dim_y}{suffix}")
+
+
+def student_t_entropy_term(dim: int, dof: float) -> float:
+    """h(k): the differential entropy (nats) of the standard k-dimensional Student-t with nu degrees
+    of freedom (identity dispersion),
+    log Gamma(nu/2) - log Gamma((nu+k)/2) + (k/2) log(nu pi) + ((nu+k)/2)[psi((nu+k)/2) - psi(nu/2)]."""
+    from scipy.special import digamma
+
+    half, half_total = 0.5 * dof, 0.5 * (dof + dim)
+    return (
+        math.lgamma(half)
+        - math.lgamma(half_total)
+        + 0.5 * dim * math.log(dof * math.pi)
+        + half_total * float(digamma(half_total) - digamma(half))
+    )
+
+
+class StudentT(Task):
+    """The multivariate Student-t with dispersion Sigma and ``dof`` = nu degrees of freedom:
+    W = (X, Y) = Z / sqrt(U / nu) with Z ~ N(0, Sigma) and U ~ chi^2_nu.
+
+    MI (Arellano-Valle, Contreras-Reyes & Genton 2013), derived: sub-vectors of a Student-t are
+    Student-t with the same nu and the sub-block of Sigma, and H(A T) = H(T) + log|det A|, so the
+    entropy of a k-dimensional one is 1/2 log det Sigma + h(k) with h of
+    :func:`student_t_entropy_term` (its last term is ((nu+k)/2) E log(1 + Q/nu) for Q = T'T, and
+    1 + Q/nu = (U + V)/U with V ~ chi^2_k independent of U, whose expected log is
+    psi((nu+k)/2) - psi(nu/2)). Hence
+
+        I = H(X) + H(Y) - H(X, Y) = 1/2 log(det Sigma_XX det Sigma_YY / det Sigma) + h(m) + h(n) - h(m+n),
+
+    which is positive even for a diagonal Sigma (the shared U makes X and Y dependent) and tends to
+    the Gaussian value as nu grows. The log density ratio uses the Student-t density
+    log Gamma((nu+k)/2) - log Gamma(nu/2) - (k/2) log(nu pi) - 1/2 log det Sigma - ((nu+k)/2) log(1 + q/nu).
+    """
+
+    family = "student-t"
+
+    def __init__(self, dispersion: Tensor, dim_x: int, dof: float, name: str = "student-t") -> None:
+        self.split = _SplitCovariance(dispersion, dim_x)
+        self.dof = checks.positive("dof", dof)
+        self.dim_x, self.dim_y, self.name = self.split.dim_x, self.split.dim_y, name
+        terms = [
+            student_t_entropy_term(k, self.dof) for k in (self.dim_x, self.dim_y, self.dim_x + self.dim_y)
+        ]
+        self.mi = self.split.gaussian_mi() + terms[0] + terms[1] - terms[2]
+
+    def _draw(self, n: int, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+        from scipy.special import gammaincinv
+
+        joint = self.split.normal_draws(n, generator)
+        uniform = torch.rand(n, generator=generator, dtype=torch.float64).clamp_min(1e-300)
+        chi2 = 2.0 * torch.from_numpy(gammaincinv(0.5 * self.dof, uniform.numpy()))
+        joint = joint / torch.sqrt(chi2 / self.dof)[:, None]
+        return joint[:, : self.dim_x], joint[:, self.dim_x :]
+
+    def _log_normaliser(self, dim: int) -> float:
+        return (
+            math.lgamma(0.5 * (self.dof + dim))
+            - math.lgamma(0.5 * self.dof)
+            - 0.5 * dim * math.log(self.dof * math.pi)
+        )
+
+    def log_density_ratio(self, x: Tensor, y: Tensor) -> Tensor:
+        joint, x_form, y_form = self.split.forms(x, y)
+        total = self.dim_x + self.dim_y
+        constant = (
+            self._log_normaliser(total) - self._log_normaliser(self.dim_x) - self._log_normaliser(self.dim_y)
+        )
+        constant += (
+            self.split.gaussian_mi()
+        )  # -1/2 log det Sigma + 1/2 log det Sigma_XX + 1/2 log det Sigma_YY
+        return (
+            constant
+            - 0.5 * (self.dof + total) * torch.log1p(joint / self.dof)
+            + 0.5 * (self.dof + self.dim_x) * torch.log1p(x_form / self.dof)
+            + 0.5 * (self.dof + self.dim_y) * torch.log1p(y_form / self.dof)
+        )
+
+
+def student_t(dim_x: int, dim_y: int, dof: float) -> StudentT:
+    """The Student-t with identity dispersion (the benchmark's "student-identity" tasks: all the MI
+    comes from the shared scale, 0.432 nats at 2 x 2 with nu = 1)."""
+    total = checks.whole_number("dim_x", dim_x, 1) + checks.whole_number("dim_y", dim_y, 1)
+    return StudentT(torch.eye(total, dtype=torch.float64), dim_x, dof, f"student-{dim_x}x{dim_y}-nu{dof:g}")
+
+
+class AdditiveUniform(Task):
+    """X ~ U(0, 1) and Y = X + N with N ~ U(-eps, eps), one dimension each.
+
+    H(Y | X) = log(2 eps), and Y's density is the overlap of [y - eps, y + eps] with [0, 1] over
+    2 eps (a trapezoid for eps <= 1/2), whose entropy is eps; so I = eps - log(2 eps) for
+    eps <= 1/2 and 1 / (4 eps) otherwise."""
+
+    family = "additive-uniform"
+
+    def __init__(self, epsilon: float) -> None:
+        self.epsilon = checks.positive("epsilon", epsilon)
+        self.dim_x = self.dim_y = 1
+        self.name = f"additive-uniform-{self.epsilon:g}"
+        eps = self.epsilon
+        self.mi = eps - math.log(2.0 * eps) if eps <= 0.5 else 1.0 / (4.0 * eps)
+
+    def _draw(self, n: int, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+        x = torch.rand(n, 1, generator=generator, dtype=torch.float64)
+        noise = (2.0 * torch.rand(n, 1, generator=generator, dtype=torch.float64) - 1.0) * self.epsilon
+        return x, x + noise
+
+    def log_density_ratio(self, x: Tensor, y: Tensor) -> Tensor:
+        x, y, eps = x.double()[..., 0], y.double()[..., 0], self.epsilon
+        overlap = (torch.clamp(y + eps, max=1.0) - torch.clamp(y - eps, min=0.0)).clamp_min(0.0)
+        inside = (y - x).abs() <= eps
+        return torch.where(inside, -torch.log(overlap), torch.full_like(overlap, -math.inf))
+
+
+class Mapped(Task):
+    """A task with invertible maps (names or :class:`mitool.maps.Map` s) applied to X and to Y:
+    the same MI, new dimensions for the swiss roll, and the base's log density ratio at the
+    inverse images (the maps' Jacobians cancel)."""
+
+    def __init__(
+        self, base: Task, x_map: str | maps.Map | None = None, y_map: str | maps.Map | None = None,
+        name: str | None = None,
+    ) -> None:  # fmt: skip
+        self.base = base
+        self.x_map, self.y_map = _as_map("x_map", x_map), _as_map("y_map", y_map)
+        self.dim_x = self.x_map.output_dim(base.dim_x) if self.x_map else base.dim_x
+        self.dim_y = self.y_map.output_dim(base.dim_y) if self.y_map else base.dim_y
+        self.family, self.mi = base.family, base.mi
+        prefix = "-".join(m.name for m in (self.x_map, self.y_map) if m is not None)
+        self.name = name or (f"{prefix}-{base.name}" if prefix else base.name)
+
+    def _draw(self, n: int, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+        x, y = self.base._draw(n, generator)
+        return (self.x_map(x) if self.x_map else x), (self.y_map(y) if self.y_map else y)
+
+    def log_density_ratio(self, x: Tensor, y: Tensor) -> Tensor:
+        return self.base.log_density_ratio(_invert(self.x_map, x), _invert(self.y_map, y))
+
+
+def _as_map(parameter: str, value: str | maps.Map | None) -> maps.Map | None:
+    if value is None or isinstance(value, maps.Map):
+        return value
+    return maps.MAPS[checks.choice(parameter, value, maps.MAPS)]
+
+
+def _invert(map_: maps.Map | None, rows: Tensor) -> Tensor:
+    """The inverse of ``map_`` on rows with any leading dimensions."""
+    if map_ is None:
+        return rows.double()
+    flat = map_.inverse(rows.double().reshape(-1, rows.shape[-1]))
+    return flat.reshape(*rows.shape[:-1], flat.shape[-1])

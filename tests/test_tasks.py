@@ -1,5 +1,6 @@
-"""Gaussian task formulas: the rho/MI round trip, the sample covariance, the optimal critic, the
-transforms and the staircase."""
+"""Task formulas: the rho/MI round trip, the sample covariance, the optimal critic, the
+transforms and the staircase; the benchmark families against published values, Monte Carlo and
+scipy, the maps' inverses, and the suite."""
 
 from __future__ import annotations
 
@@ -8,7 +9,22 @@ import math
 import pytest
 import torch
 
-from mitool.tasks import TRANSFORMS, CorrelatedGaussian, Staircase, mi_to_rho, rho_to_mi
+from mitool.maps import MAPS
+from mitool.suite import get_task, suite
+from mitool.tasks import (
+    TRANSFORMS,
+    AdditiveUniform,
+    CorrelatedGaussian,
+    MultivariateNormal,
+    Staircase,
+    StudentT,
+    block_normal,
+    dense_normal,
+    mi_to_rho,
+    rho_to_mi,
+    sparse_normal,
+    student_t,
+)
 
 
 def test_rho_and_mi_round_trip_and_published_values() -> None:
@@ -100,3 +116,108 @@ def test_staircase_schedule() -> None:
     assert [(s.start, s.stop) for s in uneven] == [(0, 5), (5, 12)]
     with pytest.raises(ValueError, match="step must be in"):
         stairs.stage_at(20_000)
+
+
+# ----------------------------------------------------------------------------------------------
+# the benchmark families, the maps and the suite
+
+
+def _draw(task, n: int, seed: int):
+    return task.sample(n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+@pytest.mark.parametrize(
+    ("dims", "dof", "published"),
+    [((2, 2), 1, 0.432), ((2, 2), 2, 0.193), ((3, 3), 2, 0.291), ((3, 3), 3, 0.179), ((5, 5), 2, 0.448),
+     ((5, 5), 3, 0.299)],
+)  # fmt: skip
+def test_student_t_mi_matches_the_benchmark_and_a_monte_carlo_of_the_density_ratio(
+    dims, dof, published
+) -> None:
+    """The published values (Czyz et al. 2023, identity dispersion) and the mean of the log density
+    ratio over 100 000 samples (the densities are the textbook Student-t ones)."""
+    task = student_t(*dims, dof)
+    assert task.mi == pytest.approx(published, abs=5e-4)
+    ratio = task.log_density_ratio(*_draw(task, 100_000, dof))
+    assert ratio.mean().item() == pytest.approx(task.mi, abs=4 * ratio.std().item() / math.sqrt(100_000))
+
+
+def test_student_t_density_ratio_against_scipy() -> None:
+    from scipy.stats import multivariate_t
+
+    dispersion = torch.tensor([[1.0, 0.3, 0.2], [0.3, 1.0, -0.4], [0.2, -0.4, 1.5]], dtype=torch.float64)
+    task = StudentT(dispersion, 1, dof=2.5)
+    x, y = _draw(task, 20, 0)
+    joint = multivariate_t(shape=dispersion.numpy(), df=2.5).logpdf(torch.cat([x, y], 1).numpy())
+    marginal_x = multivariate_t(shape=dispersion[:1, :1].numpy(), df=2.5).logpdf(x.numpy())
+    marginal_y = multivariate_t(shape=dispersion[1:, 1:].numpy(), df=2.5).logpdf(y.numpy())
+    expected = torch.from_numpy(joint - marginal_x - marginal_y)
+    assert torch.allclose(task.log_density_ratio(x, y), expected, atol=1e-9)
+
+
+def test_student_t_tends_to_the_gaussian_as_nu_grows() -> None:
+    dense = dense_normal(3, 2, 0.4)
+    for dof, gap in ((1e3, 1e-2), (1e6, 1e-5)):
+        assert StudentT(dense.split.matrix, 3, dof).mi == pytest.approx(dense.mi, abs=gap)
+    assert student_t(2, 2, 1e7).mi == pytest.approx(0.0, abs=1e-6)  # identity dispersion: independent
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 0.5, 0.75])
+def test_additive_uniform_closed_form_both_branches(epsilon: float) -> None:
+    task = AdditiveUniform(epsilon)
+    expected = epsilon - math.log(2 * epsilon) if epsilon <= 0.5 else 1 / (4 * epsilon)
+    assert task.mi == pytest.approx(expected)
+    ratio = task.log_density_ratio(*_draw(task, 200_000, 1))
+    assert ratio.mean().item() == pytest.approx(task.mi, abs=0.01)
+
+
+def test_gaussian_builders_have_the_stated_covariance_and_mi() -> None:
+    assert dense_normal(2, 2).mi == pytest.approx(0.294, abs=5e-4)
+    assert dense_normal(25, 25).mi == pytest.approx(1.292, abs=5e-4)
+    assert dense_normal(50, 50).mi == pytest.approx(1.624, abs=5e-4)
+    assert sparse_normal(5, 5).mi == pytest.approx(-math.log(1 - 0.64))
+    block = block_normal(4, 4, blocks=2, loading=0.7)
+    x, y = _draw(block, 200_000, 2)
+    empirical = torch.cat([x, y], 1).T.cov()
+    assert torch.allclose(empirical, block.split.matrix, atol=0.01)
+    assert block.split.matrix[0, 2] == pytest.approx(0.49) and block.split.matrix[0, 1] == 0.0
+    with pytest.raises(ValueError, match="covariance must be symmetric and positive definite"):
+        MultivariateNormal(torch.tensor([[1.0, 2.0], [2.0, 1.0]]), 1)
+
+
+@pytest.mark.parametrize("name", list(MAPS))
+def test_maps_are_invertible_on_samples(name: str) -> None:
+    chosen = MAPS[name]
+    dim = 1 if chosen.max_dim == 1 else 4
+    x = torch.randn(5000, dim, generator=torch.Generator().manual_seed(3), dtype=torch.float64).clamp(-5, 5)
+    image = chosen(x)
+    assert image.shape == (5000, chosen.output_dim(dim))
+    assert torch.allclose(chosen.inverse(image), x, atol=1e-7)
+    if name not in ("spiral", "swiss-roll"):  # coordinate-wise: strictly increasing
+        grid = torch.linspace(-5, 5, 2001, dtype=torch.float64)[:, None]
+        assert torch.all(torch.diff(chosen(grid)[:, 0]) > 0)
+    if name == "spiral":
+        assert torch.allclose(image.norm(dim=1), x.norm(dim=1))
+
+
+def test_the_suite() -> None:
+    tasks = suite("main")
+    names = [task.name for task in tasks]
+    assert 35 <= len(tasks) <= 45 and len(set(names)) == len(names)
+    assert min(t.dim_x for t in tasks) == 1 and max(t.dim_x for t in tasks) == 50
+    assert 0.15 < min(t.mi for t in tasks) < 0.25 and 4 < max(t.mi for t in tasks) < 5
+    assert sum(t.mi <= 2 for t in tasks) >= 30
+    assert get_task("spiral-normal-sparse-5x5").mi == pytest.approx(sparse_normal(5, 5).mi)
+    with pytest.raises(ValueError, match="^tasks must be one of"):
+        get_task("no-such-task")
+
+
+@pytest.mark.parametrize("task", suite("main"), ids=lambda task: task.name)
+def test_every_suite_task_density_ratio_averages_to_its_mi(task) -> None:
+    """A Monte Carlo of E log p(x, y) / (p(x) p(y)) over 20 000 samples, through the maps' inverses
+    (their Jacobians cancel), equals the closed-form MI (within 5 standard errors + 0.005)."""
+    x, y = _draw(task, 20_000, 11)
+    assert x.shape == (20_000, task.dim_x) and y.shape == (20_000, task.dim_y)
+    ratio = task.log_density_ratio(x, y)
+    spread = 5 * ratio.std().item() / math.sqrt(20_000) + 0.005
+    assert ratio.mean().item() == pytest.approx(task.mi, abs=spread)
