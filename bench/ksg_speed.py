@@ -1,0 +1,66 @@
+"""KSG's speed: one estimate (k = 5) of n pairs of the dense Gaussian at d + d dimensions, with the
+k-d tree counts and with the all-pairs counts, best of a few repeats; and the estimate with its
+standard error (10 disjoint subsets) as ``mitool estimate --estimator ksg`` makes it.
+
+    python bench/ksg_speed.py                       # n = 5000 at 25 + 25 and 5 + 5 dimensions
+    python bench/ksg_speed.py --json bench/results/benchmark/ksg_speed_cpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+from mitool import baselines
+from mitool.files import atomic_write_text
+from mitool.runtime import set_threads_to_free_cores
+from mitool.tasks import dense_normal
+
+
+def best_seconds(function, arguments: tuple, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function(*arguments)
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=5000)
+    parser.add_argument("--dims", default="25,5", help="comma-separated d (X and Y each have d)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    set_threads_to_free_cores()
+    rows = []
+    for dim in (int(d) for d in args.dims.split(",")):
+        task = dense_normal(dim, dim)
+        x, y = (a.numpy() for a in task.sample(args.n, torch.Generator().manual_seed(0), dtype=torch.float64))
+        row = {
+            "n": args.n,
+            "dim_x": dim,
+            "dim_y": dim,
+            "true_mi": task.mi,
+            "threads": torch.get_num_threads(),
+        }
+        for method in ("tree", "all-pairs"):
+            row[f"seconds_{method}"] = best_seconds(baselines.ksg, (x, y, 5, method), args.repeats)
+        row["estimate"] = baselines.ksg(x, y, 5)
+        row["seconds_with_stderr"] = best_seconds(baselines.estimate_baseline, ("ksg", x, y), args.repeats)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    if args.json:
+        record = {"rows": rows, "load_average": os.getloadavg(), "command": " ".join(sys.argv)}
+        atomic_write_text(args.json, json.dumps(record, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
