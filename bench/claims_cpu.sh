@@ -4,6 +4,7 @@
 #
 #   bash bench/claims_cpu.sh eqco     # SiMo eqco (alpha 256) vs infonce, K = 4, 16, 64, 256, 2 seeds; MoCo v2 reference
 #   bash bench/claims_cpu.sh dcl      # SimCLR infonce / dcl / dclw at batch 32 ... 512, 2 seeds
+#   bash bench/claims_cpu.sh recipe   # the Fashion-MNIST recipe: simclr + dcl and simo, 19 minutes each + kNN
 #
 # Two runs at a time (--parallel 2, one torch thread each), the views made in the run's process
 # (--gpu-augment decode on the CPU: the batched augmentation, no loader workers). The runs go to
@@ -13,7 +14,7 @@
 set -eu
 
 cd "$(dirname "$0")/.." || exit 1
-CLAIM=${1:?usage: bash bench/claims_cpu.sh eqco|dcl}
+CLAIM=${1:?usage: bash bench/claims_cpu.sh eqco|dcl|recipe}
 SCRATCH=${CLAIMS_SCRATCH:-/tmp/mitool-claims}/$CLAIM
 RESULTS=bench/results/claims/cpu/$CLAIM
 MITOOL=${MITOOL:-.venv/bin/mitool}
@@ -34,8 +35,24 @@ dcl)
     "$MITOOL" vision sweep "${COMMON[@]}" --method simclr --loss infonce,dcl,dclw \
         --batch-size 32,64,128,256,512 --epochs 1 --base-lr 0.8 --out "$SCRATCH"
     ;;
+recipe)
+    # the Fashion-MNIST defaults, each run time-boxed to 19 minutes of pretraining (its cosine schedule
+    # fitted to the time) + the kNN evaluation; simclr + dcl and simo side by side, one core each
+    MITOOL_THREADS=1 "$MITOOL" vision sweep --method simclr --loss dcl --arch small-cnn --dataset fashion-mnist \
+        --gpu-augment decode --workers 0 --max-minutes 19 --out "$SCRATCH/simclr-dcl" &
+    MITOOL_THREADS=1 "$MITOOL" vision sweep --method simo --arch small-cnn --dataset fashion-mnist \
+        --gpu-augment decode --workers 0 --max-minutes 19 --out "$SCRATCH/simo" &
+    wait
+    for name in simclr-dcl simo; do
+        mkdir -p "$RESULTS/$name"
+        cp "$SCRATCH/$name"/summary.csv "$SCRATCH/$name"/curves.png "$RESULTS/$name"/
+        cp "$SCRATCH/$name"/runs/*/run.json "$SCRATCH/$name"/runs/*/result.json "$SCRATCH/$name"/runs/*/metrics.jsonl \
+            "$RESULTS/$name"/
+    done
+    exit 0
+    ;;
 *)
-    echo "usage: bash bench/claims_cpu.sh eqco|dcl" >&2
+    echo "usage: bash bench/claims_cpu.sh eqco|dcl|recipe" >&2
     exit 2
     ;;
 esac

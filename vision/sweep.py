@@ -49,6 +49,7 @@ from mitool.checks import ParameterError
 from mitool.files import atomic_write_json, write_csv
 from mitool.progress import Progress
 from mitool.vision.methods import method_class
+from mitool.vision.records import read_records
 
 __all__ = [
     "SUMMARY_COLUMNS",
@@ -56,7 +57,6 @@ __all__ = [
     "Grid",
     "SweepRun",
     "expand",
-    "read_metrics_records",
     "run_in_this_process",
     "run_sweep",
     "summary_rows",
@@ -340,22 +340,6 @@ class SweepInterrupted(Exception):
         self.finished, self.interrupted, self.signal_number = finished, interrupted, signal_number
 
 
-def read_metrics_records(run_directory: str | os.PathLike) -> list[dict[str, Any]]:
-    """The records of RUN/metrics.jsonl (a line cut short by a crash is skipped); [] without it."""
-    path = Path(run_directory) / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records
-
-
 def _last_step(run: SweepRun) -> int:
     """The last logged step of a running run, read from the end of its metrics file."""
     path = Path(run.config["out"]) / "metrics.jsonl"
@@ -586,7 +570,7 @@ def summary_rows(out: str | os.PathLike) -> list[dict[str, Any]]:
         plan = json.loads((directory / RUN_FILE).read_text())
         result = json.loads((directory / RESULT_FILE).read_text())
         config = plan["config"]
-        figures = _training_figures(read_metrics_records(directory))
+        figures = _training_figures(read_records(str(directory)))
         row = {
             key: config.get(key)
             for key in ("method", "loss", "negatives", "alpha", "batch_size", "temperature", "seed", "epochs")

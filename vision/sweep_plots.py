@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from mitool.files import atomic_writer
-from mitool.vision.sweep import read_metrics_records, summary_rows
+from mitool.vision.records import read_records
+from mitool.vision.sweep import summary_rows
 
 __all__ = ["line_label", "plot_sweep"]
 
@@ -117,7 +118,7 @@ def _curves(rows: list[dict[str, Any]], out: Path, path: Path) -> Path:
     seeds = sorted({row["seed"] for row in rows})
     figure, axes = plt.subplots(1, 3, figsize=(15, 4), sharex=True)
     for row, label in zip(rows, labels, strict=True):
-        records = [record for record in read_metrics_records(out / "runs" / row["name"]) if "loss" in record]
+        records = [record for record in read_records(str(out / "runs" / row["name"])) if "loss" in record]
         images = [record["step"] * row["batch_size"] / 1000 for record in records]
         style = _STYLES[seeds.index(row["seed"]) % len(_STYLES)]
         for axis, key in zip(axes, ("loss", "mi", "npc"), strict=True):
