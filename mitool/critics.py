@@ -11,8 +11,16 @@ Every critic is an ``nn.Module`` with two ways to score:
   scoring every pair.
 
 :func:`bound_scores` gives both, ``(pos, neg)`` as the bounds take them, for either kind of
-negatives. :class:`mitool.stacked.StackedCritics` runs R critics of one class as one model (R seeds
-at once) with the same code, so a new critic is written once, here.
+negatives.
+
+Each critic's arithmetic is written once, in :meth:`Critic.all_pairs` and
+:meth:`Critic.matched_pairs`, as functions of explicit weights (a mapping like
+``dict(critic.named_parameters())``). ``forward`` and ``pair_scores`` call them with the module's
+own weights; :class:`mitool.stacked.StackedCritics` calls them with the weights of R critics stacked
+along a leading run axis (R seeds trained at once), which the arithmetic carries through: every
+Linear layer then runs as one batched matmul (:func:`linear`). A new critic subclasses
+:class:`Critic` and writes these two methods with operations that accept a leading run axis
+(``linear``, ``sequential``, ``@``, ``dim=-1``); nothing else is needed for it to be stacked.
 
 Multi-layer perceptrons: ``hidden_layers`` counts the hidden layers, each Linear(width) followed by
 the activation, and one output Linear follows, so ``hidden_layers=2`` means three Linear layers
@@ -29,6 +37,7 @@ from collections.abc import Mapping
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.func import vmap
 
 from mitool import bounds, checks
 
@@ -38,13 +47,21 @@ __all__ = [
     "BilinearCritic",
     "ConcatCritic",
     "CosineCritic",
+    "Critic",
     "SeparableCritic",
+    "Weights",
     "bound_scores",
+    "linear",
     "make_critic",
     "mlp",
     "option_names",
     "pick_options",
+    "sequential",
 ]
+
+Weights = Mapping[str, Tensor]
+"""A critic's weights by parameter name ("embed_x.0.weight", ...), each of the parameter's shape or
+with a leading run axis R (R critics' weights stacked)."""
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "relu": nn.ReLU,
@@ -75,6 +92,31 @@ def mlp(
     return nn.Sequential(*layers)
 
 
+def linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    """x W^T + b. One layer: x (..., in), weight (out, in), bias (out,). R stacked layers: weight
+    (R, out, in), bias (R, out) and x (R, ..., in), one batched matmul (``baddbmm``) for all R."""
+    if weight.dim() == 2:
+        return F.linear(x, weight, bias)
+    if x.dim() == 3:
+        return torch.baddbmm(bias.unsqueeze(1), x, weight.mT)
+    rows = x.reshape(weight.shape[0], -1, x.shape[-1])
+    return torch.baddbmm(bias.unsqueeze(1), rows, weight.mT).reshape(*x.shape[:-1], weight.shape[-2])
+
+
+def sequential(network: nn.Sequential, weights: Weights, prefix: str, x: Tensor, start: int = 0) -> Tensor:
+    """``network[start:](x)`` computed with ``weights[f"{prefix}.{index}.weight"]`` (and bias) in place
+    of its own Linear layers' (see :func:`linear`); its other modules must be elementwise (the
+    activations of :func:`mlp`), so they serve any leading axes."""
+    for index, module in enumerate(network):
+        if index < start:
+            continue
+        if isinstance(module, nn.Linear):
+            x = linear(x, weights[f"{prefix}.{index}.weight"], weights[f"{prefix}.{index}.bias"])
+        else:
+            x = module(x)
+    return x
+
+
 def _check_pairs(x: Tensor, y: Tensor, matched: bool) -> None:
     if x.dim() != 2 or y.dim() != 2:
         raise ValueError(f"x and y must be 2-D (rows, features), got {tuple(x.shape)} and {tuple(y.shape)}")
@@ -82,7 +124,35 @@ def _check_pairs(x: Tensor, y: Tensor, matched: bool) -> None:
         raise ValueError(f"x and y must have the same number of rows, got {x.shape[0]} and {y.shape[0]}")
 
 
-class SeparableCritic(nn.Module):
+class Critic(nn.Module):
+    """A critic f(x, y): the arithmetic in :meth:`all_pairs` and :meth:`matched_pairs`, functions of
+    explicit ``weights`` (see :data:`Weights`) that also take R stacked critics' weights with x, y of
+    shape (R, rows, features); ``forward`` and ``pair_scores`` apply them with the module's own."""
+
+    def all_pairs(self, weights: Weights, x: Tensor, y: Tensor) -> Tensor:
+        """S[..., i, j] = f(x_i, y_j): (B, M) for x (B, dx), y (M, dy); (R, B, M) stacked."""
+        raise NotImplementedError
+
+    def matched_pairs(self, weights: Weights, x: Tensor, y: Tensor) -> Tensor:
+        """f(x_i, y_i): (B,) for x (B, dx), y (B, dy); (R, B) stacked."""
+        raise NotImplementedError
+
+    def weights(self) -> dict[str, Tensor]:
+        """The module's own weights by parameter name."""
+        return dict(self.named_parameters())
+
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        """The (B, M) matrix of f(x_i, y_j) for anchors x (B, dx) and candidates y (M, dy)."""
+        _check_pairs(x, y, matched=False)
+        return self.all_pairs(self.weights(), x, y)
+
+    def pair_scores(self, x: Tensor, y: Tensor) -> Tensor:
+        """f(x_i, y_i) (B,) for matched rows."""
+        _check_pairs(x, y, matched=True)
+        return self.matched_pairs(self.weights(), x, y)
+
+
+class SeparableCritic(Critic):
     """Separable critic f(x, y) = g(x) . h(y) with two MLP embeddings g, h of size ``embed_dim``.
 
     All B x M pairs cost one (B, E) @ (E, M) matmul after embedding B + M rows.
@@ -102,16 +172,22 @@ class SeparableCritic(nn.Module):
         self.embed_x = mlp(x_dim, embed_dim, hidden, hidden_layers, activation)
         self.embed_y = mlp(y_dim, embed_dim, hidden, hidden_layers, activation)
 
-    def forward(self, x: Tensor, y: Tensor) -> Tensor:
-        _check_pairs(x, y, matched=False)
-        return self.embed_x(x) @ self.embed_y(y).T
+    def embeddings(self, weights: Weights, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+        """g(x) and h(y)."""
+        return sequential(self.embed_x, weights, "embed_x", x), sequential(
+            self.embed_y, weights, "embed_y", y
+        )
 
-    def pair_scores(self, x: Tensor, y: Tensor) -> Tensor:
-        _check_pairs(x, y, matched=True)
-        return (self.embed_x(x) * self.embed_y(y)).sum(dim=1)
+    def all_pairs(self, weights: Weights, x: Tensor, y: Tensor) -> Tensor:
+        gx, hy = self.embeddings(weights, x, y)
+        return gx @ hy.mT
+
+    def matched_pairs(self, weights: Weights, x: Tensor, y: Tensor) -> Tensor:
+        gx, hy = self.embeddings(weights, x, y)
+        return (gx * hy).sum(dim=-1)
 
 
-class ConcatCritic(nn.Module):
+class ConcatCritic(Critic):
     """Joint critic f(x, y) = MLP([x, y]) -> scalar, applied to every pair.
 
     Scoring B x M pairs runs the MLP on B * M rows. Its first layer is split into the x part and
@@ -127,22 +203,18 @@ class ConcatCritic(nn.Module):
         self.net = mlp(x_dim + y_dim, 1, hidden, hidden_layers, activation)
         self.x_dim = x_dim
 
-    def _first_layer_parts(self) -> tuple[Tensor, Tensor, Tensor]:
-        first: nn.Linear = self.net[0]
-        return first.weight[:, : self.x_dim], first.weight[:, self.x_dim :], first.bias
+    def all_pairs(self, weights: Weights, x: Tensor, y: Tensor) -> Tensor:
+        weight, bias = weights["net.0.weight"], weights["net.0.bias"]
+        from_x = linear(x, weight[..., : self.x_dim], bias)  # (..., B, hidden)
+        from_y = y @ weight[..., self.x_dim :].mT  # (..., M, hidden)
+        hidden = from_x.unsqueeze(-2) + from_y.unsqueeze(-3)  # (..., B, M, hidden)
+        return sequential(self.net, weights, "net", hidden, start=1).squeeze(-1)
 
-    def forward(self, x: Tensor, y: Tensor) -> Tensor:
-        _check_pairs(x, y, matched=False)
-        weight_x, weight_y, bias = self._first_layer_parts()
-        hidden = (x @ weight_x.T + bias)[:, None, :] + (y @ weight_y.T)[None, :, :]  # (B, M, hidden)
-        return self.net[1:](hidden).squeeze(-1)
-
-    def pair_scores(self, x: Tensor, y: Tensor) -> Tensor:
-        _check_pairs(x, y, matched=True)
-        return self.net(torch.cat([x, y], dim=1)).squeeze(-1)
+    def matched_pairs(self, weights: Weights, x: Tensor, y: Tensor) -> Tensor:
+        return sequential(self.net, weights, "net", torch.cat([x, y], dim=-1)).squeeze(-1)
 
 
-class BilinearCritic(nn.Module):
+class BilinearCritic(Critic):
     """Bilinear critic f(x, y) = x^T W y with a learned (dx, dy) matrix W (initialised at zero
     plus a little noise). For correlated Gaussians the optimal critic is quadratic, so this one can
     approach but not reach the optimum; it is the smallest critic with a matmul structure."""
@@ -153,13 +225,11 @@ class BilinearCritic(nn.Module):
         checks.whole_number("y_dim", y_dim, 1)
         self.weight = nn.Parameter(torch.randn(x_dim, y_dim) * (0.01 / (x_dim * y_dim) ** 0.25))
 
-    def forward(self, x: Tensor, y: Tensor) -> Tensor:
-        _check_pairs(x, y, matched=False)
-        return (x @ self.weight) @ y.T
+    def all_pairs(self, weights: Weights, x: Tensor, y: Tensor) -> Tensor:
+        return (x @ weights["weight"]) @ y.mT
 
-    def pair_scores(self, x: Tensor, y: Tensor) -> Tensor:
-        _check_pairs(x, y, matched=True)
-        return ((x @ self.weight) * y).sum(dim=1)
+    def matched_pairs(self, weights: Weights, x: Tensor, y: Tensor) -> Tensor:
+        return ((x @ weights["weight"]) * y).sum(dim=-1)
 
 
 class CosineCritic(SeparableCritic):
@@ -185,21 +255,21 @@ class CosineCritic(SeparableCritic):
         super().__init__(x_dim, y_dim, embed_dim, hidden, hidden_layers, activation)
         self.temperature = temperature
 
-    def _unit_embeddings(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-        return F.normalize(self.embed_x(x), dim=1), F.normalize(self.embed_y(y), dim=1)
+    def embeddings(self, weights: Weights, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+        """g(x) and h(y), each scaled to unit length."""
+        gx, hy = super().embeddings(weights, x, y)
+        return F.normalize(gx, dim=-1), F.normalize(hy, dim=-1)
 
-    def forward(self, x: Tensor, y: Tensor) -> Tensor:
-        _check_pairs(x, y, matched=False)
-        gx, hy = self._unit_embeddings(x, y)
-        return (gx / self.temperature) @ hy.T
+    def all_pairs(self, weights: Weights, x: Tensor, y: Tensor) -> Tensor:
+        gx, hy = self.embeddings(weights, x, y)
+        return (gx / self.temperature) @ hy.mT
 
-    def pair_scores(self, x: Tensor, y: Tensor) -> Tensor:
-        _check_pairs(x, y, matched=True)
-        gx, hy = self._unit_embeddings(x, y)
-        return (gx * hy).sum(dim=1) / self.temperature
+    def matched_pairs(self, weights: Weights, x: Tensor, y: Tensor) -> Tensor:
+        gx, hy = self.embeddings(weights, x, y)
+        return (gx * hy).sum(dim=-1) / self.temperature
 
 
-_CRITICS: dict[str, type[nn.Module]] = {
+_CRITICS: dict[str, type[Critic]] = {
     "separable": SeparableCritic,
     "concat": ConcatCritic,
     "bilinear": BilinearCritic,
@@ -222,7 +292,7 @@ def pick_options(name: str, settings: Mapping[str, object]) -> dict[str, object]
     return {key: settings[key] for key in option_names(name) if settings.get(key) is not None}
 
 
-def make_critic(name: str, x_dim: int, y_dim: int, **options: object) -> nn.Module:
+def make_critic(name: str, x_dim: int, y_dim: int, **options: object) -> Critic:
     """Build the critic called ``name`` (one of :data:`NAMES`) with its keyword options
     (``embed_dim``, ``hidden``, ``hidden_layers``, ``activation``, ``temperature`` where they apply)."""
     checks.choice("name", name, NAMES)
@@ -235,7 +305,7 @@ def make_critic(name: str, x_dim: int, y_dim: int, **options: object) -> nn.Modu
 
 
 def bound_scores(
-    critic: nn.Module, x: Tensor, y: Tensor, pool: Tensor | None = None
+    critic: Critic, x: Tensor, y: Tensor, pool: Tensor | None = None, weights: Weights | None = None
 ) -> tuple[Tensor, Tensor]:
     """The scores a bound takes from ``critic`` for B joint pairs (x (B, dx), y (B, dy)):
     ``pos`` (B,) = f(x_i, y_i) and ``neg`` (B, K) with
@@ -244,7 +314,16 @@ def bound_scores(
       from the all-pairs matrix by :func:`mitool.bounds.split_scores`;
     * ``pool`` (K, dy) samples of the marginal p(y): neg[i, k] = f(x_i, pool_k), one pool shared
       by every anchor (any K, also K >= B).
+
+    ``weights``: in place of the critic's own; R stacked critics' weights (a leading run axis) with
+    x, y, pool of shapes (R, rows, features) give pos (R, B) and neg (R, B, K).
     """
+    if weights is None:
+        _check_pairs(x, y, matched=True)
+        if pool is not None:
+            _check_pairs(x, pool, matched=False)
+        weights = critic.weights()
     if pool is None:
-        return bounds.split_scores(critic(x, y))
-    return critic.pair_scores(x, y), critic(x, pool)
+        scores = critic.all_pairs(weights, x, y)
+        return bounds.split_scores(scores) if scores.dim() == 2 else vmap(bounds.split_scores)(scores)
+    return critic.matched_pairs(weights, x, y), critic.all_pairs(weights, x, pool)

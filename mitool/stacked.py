@@ -1,12 +1,12 @@
 """R critics of one architecture trained as one model: their weights stacked along a leading run axis.
 
 The critics themselves are those of :mod:`mitool.critics`, not copies: their weights are stacked
-with ``torch.func.stack_module_state`` and the critic's own code is run for all R at once with
-``torch.func.vmap`` over ``torch.func.functional_call``. Under ``vmap`` every Linear layer of the R
-critics becomes one batched matmul, so a step of R small critics costs one call per layer instead
-of R (on a CPU: fewer, larger products; on a GPU: one kernel launch instead of R). A new critic
-class needs no code here: it works as soon as it runs under ``vmap`` (no data-dependent Python
-control flow, no in-place updates of its inputs).
+(``torch.func.stack_module_state``) and passed to the critic's own arithmetic,
+:meth:`mitool.critics.Critic.all_pairs` and :meth:`~mitool.critics.Critic.matched_pairs`, which
+carries the run axis through: every Linear layer of the R critics becomes one batched matmul
+(:func:`mitool.critics.linear`), so a step of R small critics costs one call per layer instead of
+R (on a CPU: fewer, larger products; on a GPU: one kernel launch instead of R). A new critic class
+needs no code here.
 
 Shapes: R runs, B anchors, K negatives. ``x`` (R, B, dx) and ``y`` (R, B, dy), or (B, d) for one
 batch shared by every run; ``pool`` None (the negatives are the other rows of the batch, K = B - 1)
@@ -30,27 +30,16 @@ and :meth:`~StackedCritics.critics` gives the R trained critics back as ordinary
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch import Tensor, nn
-from torch.func import functional_call, stack_module_state, vmap
+from torch.func import stack_module_state
 
-from mitool import critics as critic_module
 from mitool.checks import ParameterError
+from mitool.critics import Critic, bound_scores
 
 __all__ = ["StackedCritics"]
-
-
-class _BoundScores(nn.Module):
-    """A critic's :func:`mitool.critics.bound_scores` as a module's forward, for ``functional_call``."""
-
-    def __init__(self, critic: nn.Module) -> None:
-        super().__init__()
-        self.critic = critic
-
-    def forward(self, x: Tensor, y: Tensor, pool: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        return critic_module.bound_scores(self.critic, x, y, pool)
 
 
 def _architecture(critic: nn.Module) -> tuple:
@@ -70,16 +59,17 @@ def _architecture(critic: nn.Module) -> tuple:
 class StackedCritics:
     """R critics of one class and size (e.g. R seeds) as one model with a leading run axis.
 
-    ``critics``: the R modules (any critic of :mod:`mitool.critics`, or another module with
-    ``forward(x, y)`` -> (B, M) and ``pair_scores(x, y)`` -> (B,)). Their current weights are copied
-    into the stack; the modules themselves are not changed. All must have the same class, sizes and
-    settings, be on one device and be in the same train/eval mode.
+    ``critics``: the R critics (:class:`mitool.critics.Critic`, without buffers). Their current
+    weights are copied into the stack; the modules themselves are not changed. All must have the
+    same class, sizes and settings and be on one device.
     """
 
-    def __init__(self, critics: Sequence[nn.Module]) -> None:
+    def __init__(self, critics: Sequence[Critic]) -> None:
         critics = list(critics)
         if not critics:
             raise ParameterError("critics", "must hold at least one critic, got none")
+        if not all(isinstance(critic, Critic) for critic in critics) or list(critics[0].buffers()):
+            raise ParameterError("critics", "must be mitool.critics.Critic modules without buffers")
         first = _architecture(critics[0])
         for position, critic in enumerate(critics[1:], start=1):
             if _architecture(critic) != first:
@@ -88,7 +78,7 @@ class StackedCritics:
                     f"must all have one class, size and settings: critic {position} "
                     f"({type(critic).__name__}) differs from critic 0 ({type(critics[0]).__name__})",
                 )
-        params, self._buffers = stack_module_state(critics)
+        params, _ = stack_module_state(critics)
         # Linear weights are held transposed, (R, in, out) contiguous: the batched product x W^T
         # then reads them as they lie and their gradient x^T g comes out in the same layout, so
         # neither the forward nor the gradient's accumulation copies them
@@ -99,9 +89,8 @@ class StackedCritics:
             name: value.detach().mT.contiguous().requires_grad_() if name in self._transposed else value
             for name, value in params.items()
         }
-        # the module whose code runs for every run; its own weights are never used ("meta")
-        self._template = _BoundScores(copy.deepcopy(critics[0]).to("meta"))
-        self._vmapped: dict[tuple, Callable] = {}
+        # the critic whose arithmetic runs for every run; its own weights are never used ("meta")
+        self._template = copy.deepcopy(critics[0]).to("meta")
 
     # ------------------------------------------------------------------------------------------
     # the runs' weights
@@ -128,25 +117,24 @@ class StackedCritics:
     def grad_norms(self) -> Tensor:
         """(R,): per run, the L2 norm of the gradient over all its parameters (0 before any
         backward), i.e. ||d loss_r / d theta_r||_2 after a backward of the summed losses."""
-        squares = [
-            value.grad.reshape(value.shape[0], -1).square().sum(dim=1)
+        norms = [
+            torch.linalg.vector_norm(value.grad.reshape(value.shape[0], -1), dim=1)
             for value in self._params.values()
             if value.grad is not None
         ]
-        if not squares:
+        if not norms:
             return torch.zeros(self.runs, device=self.parameters()[0].device)
-        return torch.stack(squares).sum(dim=0).sqrt()
+        return torch.linalg.vector_norm(torch.stack(norms), dim=0)
 
-    def critics(self) -> list[nn.Module]:
+    def critics(self) -> list[Critic]:
         """The R critics as ordinary modules (on the stack's device) with the current weights."""
         modules = []
         for run in range(self.runs):
-            critic = copy.deepcopy(self._template.critic).to_empty(device=self.parameters()[0].device)
+            critic = copy.deepcopy(self._template).to_empty(device=self.parameters()[0].device)
             state = {
                 name: (value[run].mT if name in self._transposed else value[run]).detach().clone()
                 for name, value in self._params.items()
             }
-            state.update({name: value[run].clone() for name, value in self._buffers.items()})
             critic.load_state_dict(state)
             modules.append(critic)
         return modules
@@ -174,7 +162,6 @@ class StackedCritics:
             name: value.detach()[keep].clone().requires_grad_(value.requires_grad)
             for name, value in old.items()
         }
-        self._buffers = {name: value[keep].clone() for name, value in self._buffers.items()}
         if optimiser is None:
             return None
         return _carry_optimiser(optimiser, old, self._params, keep)
@@ -186,28 +173,21 @@ class StackedCritics:
         """pos (R, B) and neg (R, B, K) of every run, as :func:`mitool.critics.bound_scores` gives
         for one critic: with ``pool`` None the negatives are the other rows of the batch (K = B - 1),
         else the pool's K samples. x, y, pool: (R, rows, d) per run, or (rows, d) shared by all."""
-        shared = tuple(None if tensor is None or tensor.dim() == 2 else 0 for tensor in (x, y, pool))
-        for name, tensor, axis in zip(("x", "y", "pool"), (x, y, pool), shared, strict=True):
-            if tensor is None:
-                continue
-            if tensor.dim() not in (2, 3) or (axis == 0 and tensor.shape[0] != self.runs):
-                raise ParameterError(
-                    name, f"must have shape (R={self.runs}, rows, features) or (rows, features), "
-                    f"got {tuple(tensor.shape)}",
-                )  # fmt: skip
-        if shared not in self._vmapped:
-            self._vmapped[shared] = vmap(self._one_run, in_dims=(0, 0, *shared))
-        return self._vmapped[shared](self._params, self._buffers, x, y, pool)
+        x, y = self._per_run("x", x), self._per_run("y", y)
+        pool = None if pool is None else self._per_run("pool", pool)
+        return bound_scores(self._template, x, y, pool, weights=self.named_parameters())
 
-    def _one_run(
-        self, params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor, y: Tensor, pool: Tensor | None
-    ) -> tuple[Tensor, Tensor]:
-        state = {
-            f"critic.{name}": value.mT if name in self._transposed else value
-            for name, value in params.items()
-        }
-        state.update({f"critic.{name}": value for name, value in buffers.items()})
-        return functional_call(self._template, state, (x, y, pool))
+    def _per_run(self, name: str, tensor: Tensor) -> Tensor:
+        """(R, rows, features): the tensor, or its rows shared by every run (a view, no copy)."""
+        if tensor.dim() == 2:
+            return tensor.expand(self.runs, *tensor.shape)
+        if tensor.dim() != 3 or tensor.shape[0] != self.runs:
+            raise ParameterError(
+                name,
+                f"must have shape (R={self.runs}, rows, features) or (rows, features), "
+                f"got {tuple(tensor.shape)}",
+            )
+        return tensor
 
 
 def _carry_optimiser(

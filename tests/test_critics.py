@@ -10,7 +10,15 @@ import torch
 
 from mitool import bounds
 from mitool.checks import ParameterError
-from mitool.critics import NAMES, ConcatCritic, CosineCritic, SeparableCritic, bound_scores, make_critic
+from mitool.critics import (
+    NAMES,
+    ConcatCritic,
+    CosineCritic,
+    Critic,
+    SeparableCritic,
+    bound_scores,
+    make_critic,
+)
 from mitool.stacked import StackedCritics
 
 
@@ -169,3 +177,33 @@ def test_stacked_critics_must_agree() -> None:
         stack.scores(torch.zeros(3, 4, 3), torch.zeros(3, 4, 2))
     with pytest.raises(ParameterError, match="runs must be positions from 0 to 1"):
         stack.drop({2})
+
+
+class _DistanceCritic(Critic):
+    """A critic written only for this test, f(x, y) = -|x W - y|^2: its two methods are all it takes
+    to be stacked."""
+
+    def __init__(self, x_dim: int, y_dim: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(x_dim, y_dim))
+
+    def all_pairs(self, weights, x, y):
+        projected = x @ weights["weight"]
+        return -((projected.unsqueeze(-2) - y.unsqueeze(-3)) ** 2).sum(dim=-1)
+
+    def matched_pairs(self, weights, x, y):
+        return -((x @ weights["weight"] - y) ** 2).sum(dim=-1)
+
+
+def test_a_new_critic_class_is_stacked_with_no_other_code() -> None:
+    torch.manual_seed(4)
+    modules = [_DistanceCritic(3, 2) for _ in range(2)]
+    x, y, pool = torch.randn(2, 5, 3), torch.randn(2, 5, 2), torch.randn(7, 2)
+    for negatives in (None, pool):
+        pos, neg = StackedCritics(modules).scores(x, y, negatives)
+        for run, module in enumerate(modules):
+            expected_pos, expected_neg = bound_scores(module, x[run], y[run], negatives)
+            torch.testing.assert_close(pos[run], expected_pos)
+            torch.testing.assert_close(neg[run], expected_neg)
+    with pytest.raises(ParameterError, match="must be mitool.critics.Critic modules"):
+        StackedCritics([torch.nn.Linear(2, 2)])

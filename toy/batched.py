@@ -13,10 +13,10 @@ from :func:`mitool.critics.bound_scores`:
 
 :func:`train_vectorised` trains R runs that share a critic architecture and a pool size as one
 model, :class:`mitool.stacked.StackedCritics`: the runs' weights are stacked along a leading run
-axis (``torch.func.stack_module_state``) and the critic's own code from :mod:`mitool.critics`
-runs once for all R under ``torch.func.vmap`` over ``torch.func.functional_call``, so every Linear
-layer becomes one batched matmul. The bounds are the functions of :mod:`mitool.bounds`, also
-called under ``vmap`` (one call per group of runs with the same bound, options and K). Adam is
+axis and handed to the critic's own arithmetic (:meth:`mitool.critics.Critic.all_pairs` and
+``matched_pairs``, the code ``forward`` runs too), so every Linear layer becomes one batched matmul
+(``baddbmm``) for all R runs. The bounds are the functions of :mod:`mitool.bounds`, called under
+``torch.func.vmap`` (one call per group of runs with the same bound, options and K). Adam is
 elementwise, so one Adam over the stacked weights is R independent Adams. :func:`train_sequential`
 is the plain loop (one ``nn.Module`` critic and one optimiser per run); for the same seeds both
 give the same estimates up to float rounding.
