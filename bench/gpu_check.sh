@@ -42,8 +42,6 @@ SCRATCH=$(mktemp -d)
 . "$ROOT/bench/source_tree.sh"  # mitool importable without an install
 export PYTHONUNBUFFERED=1
 
-say() { echo "$*" | tee -a "$LOG"; }
-
 python_with_cuda() {
     "$1" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1
 }
@@ -57,37 +55,8 @@ else
 fi
 
 SUMMARY=()
-part() {
-    # part NAME SECONDS COMMAND...: run COMMAND under timeout, at most SECONDS and never past the budget
-    local name=$1 wanted=$2
-    shift 2
-    if [[ ",${GPU_CHECK_SKIP:-}," == *",$name,"* ]]; then
-        say "=== $name: left out (GPU_CHECK_SKIP)"
-        SUMMARY+=("$name: left out")
-        return 0
-    fi
-    local left=$((BUDGET - SECONDS))
-    local limit=$((wanted < left - 5 ? wanted : left - 5))
-    if [ "$limit" -lt 15 ]; then
-        say "=== $name: skipped, $left s left of the budget"
-        SUMMARY+=("$name: skipped (out of time)")
-        return 0
-    fi
-    say ""
-    say "=== $name (limit ${limit} s, $((SECONDS)) s elapsed): $*"
-    local started=$SECONDS
-    timeout -k 10 "$limit" "$@" 2>&1 | tee -a "$LOG"
-    local status=${PIPESTATUS[0]}
-    local verdict="ok"
-    if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
-        verdict="TIMED OUT"
-    elif [ "$status" -ne 0 ]; then
-        verdict="FAILED (exit $status)"
-    fi
-    SUMMARY+=("$name: $verdict in $((SECONDS - started)) s")
-    say "=== $name: $verdict"
-    return 0
-}
+part_left_out() { [[ ",${GPU_CHECK_SKIP:-}," == *",$1,"* ]] && echo GPU_CHECK_SKIP; }
+. "$ROOT/bench/parts.sh"
 
 bench_script() {
     # bench_script NAME SECONDS SCRIPT ARGS...: a bench script, or a note when it does not exist yet

@@ -52,8 +52,6 @@ LOG="$DESTINATION/gpu_claims.log"
 . "$ROOT/bench/source_tree.sh" # mitool importable without an install
 export PYTHONUNBUFFERED=1
 
-say() { echo "$*" | tee -a "$LOG"; }
-
 if [ -z "${PY:-}" ]; then
     if [ -x "$ROOT/.venv/bin/python" ] && "$ROOT/.venv/bin/python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() or '"$REHEARSAL"' == 1 else 1)' 2>/dev/null; then
         PY="$ROOT/.venv/bin/python"
@@ -64,35 +62,9 @@ fi
 MITOOL=("$PY" -m mitool.cli.main)
 
 SUMMARY=()
-part() {
-    # part NAME SECONDS COMMAND...: run COMMAND under timeout, at most SECONDS and never past the budget
-    local name=$1 wanted=$2
-    shift 2
-    if [[ ",$PARTS," != *",$name,"* ]]; then
-        return 0
-    fi
-    local left=$((BUDGET - SECONDS))
-    local limit=$((wanted < left - 5 ? wanted : left - 5))
-    if [ "$limit" -lt 20 ]; then
-        say "=== $name: skipped, $left s left of the budget"
-        SUMMARY+=("$name: skipped (out of time)")
-        return 0
-    fi
-    say ""
-    say "=== $name (limit ${limit} s, ${SECONDS} s elapsed): $*"
-    local started=$SECONDS
-    timeout -k 15 "$limit" "$@" 2>&1 | tee -a "$LOG"
-    local status=${PIPESTATUS[0]}
-    local verdict="ok"
-    if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
-        verdict="TIMED OUT (a sweep resumes where it stopped when the script runs again)"
-    elif [ "$status" -ne 0 ]; then
-        verdict="FAILED (exit $status)"
-    fi
-    SUMMARY+=("$name: $verdict in $((SECONDS - started)) s")
-    say "=== $name: $verdict"
-    return 0
-}
+PART_TIMEOUT_NOTE="a sweep resumes where it stopped when the script runs again"
+part_left_out() { [[ ",$PARTS," == *",$1,"* ]] || echo silent; }
+. "$ROOT/bench/parts.sh"
 
 collect() {
     # collect SWEEP_DIR NAME: the small files of a sweep into $DESTINATION/NAME
