@@ -267,7 +267,7 @@ def _child(
     return subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=environment)
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--methods", default="simclr,dcl,dclw,moco", help=f"comma-separated, of {', '.join(METHODS)}"
@@ -295,7 +295,11 @@ def main() -> int:
     parser.add_argument("--scratch", default="/tmp/mitool-lightly", help="run directories")
     parser.add_argument("--json", default=None, help="write the table here")
     parser.add_argument("--one", nargs=3, metavar=("LIBRARY", "METHOD", "SEED"), help=argparse.SUPPRESS)
-    arguments = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    arguments = _parser().parse_args()
     if arguments.one:
         arguments.one_library, arguments.one_method, arguments.one_seed = (
             arguments.one[0],

@@ -17,6 +17,7 @@ from mitool.vision.backbones import ARCHITECTURES
 from mitool.vision.config import DEVICES, GPU_AUGMENT_MODES, LOSSES, PRECISIONS
 from mitool.vision.datasets import DATASETS
 from mitool.vision.methods import METHODS
+from mitool.vision.sweep import Grid
 
 __all__ = ["sweep"]
 
@@ -121,10 +122,36 @@ def sweep(**options) -> None:
           --seeds 0,1 --arch small-cnn --dataset fashion-mnist --batch-size 256 --epochs 3 --out OUT
     """
     from mitool.vision.config import PretrainConfig
-    from mitool.vision.sweep import Evaluation, Grid, SweepFailed, SweepInterrupted, expand, run_sweep
+    from mitool.vision.sweep import Evaluation, SweepFailed, SweepInterrupted, expand, run_sweep
 
     set_threads_to_free_cores()
-    grid = Grid(
+    grid = _grid(options)
+    evaluation = Evaluation(**{key: options.pop(key) for key in EVALUATION_OPTIONS})
+    parallel = checks.whole_number("parallel", options.pop("parallel"), minimum=1)
+    quiet, out = options.pop("quiet"), options["out"]
+    _device_of_this_process(options["device"])
+    runs = expand(grid, PretrainConfig(knn_every=0, **options), out)
+    rank, world = _launcher_rank()
+    threads = max(1, free_cores() // parallel) if options["device"] == "cpu" else None
+    if rank == 0:
+        log_line(f"vision sweep: {len(runs)} runs into {os.path.join(out, 'runs')}, {parallel} at a time")
+    try:
+        summary = run_sweep(runs, evaluation, out, parallel, rank, world, not quiet, log_line, threads)
+    except SweepInterrupted as stopped:
+        _report_interruption(stopped, len(runs))
+    except SweepFailed as error:
+        raise click.ClickException(str(error)) from None
+    if summary is not None:
+        for name in ("summary.csv", "knn_vs_k.png", "knn_vs_batch.png", "curves.png"):
+            click.echo(f"wrote {os.path.join(out, name)}")
+
+
+EVALUATION_OPTIONS = ("knn_k", "knn_temperature", "knn_max_samples", "linear_epochs")
+
+
+def _grid(options: dict) -> Grid:
+    """The grid's axes, taken out of ``options`` (comma-separated; None: the method's default)."""
+    return Grid(
         method=_values("method", options.pop("method"), str),
         loss=_values("loss", options.pop("loss"), str),
         negatives=_values("negatives", options.pop("negatives"), int),
@@ -133,32 +160,12 @@ def sweep(**options) -> None:
         temperature=_values("temperature", options.pop("temperature"), float),
         seeds=_values("seeds", options.pop("seeds"), int),
     )
-    evaluation = Evaluation(
-        **{key: options.pop(key) for key in ("knn_k", "knn_temperature", "knn_max_samples", "linear_epochs")}
-    )
-    parallel = checks.whole_number("parallel", options.pop("parallel"), minimum=1)
-    quiet, out = options.pop("quiet"), options["out"]
-    _device_of_this_process(options["device"])
-    base = PretrainConfig(knn_every=0, **options)
-    runs = expand(grid, base, out)
-    rank, world = _launcher_rank()
-    threads = max(1, free_cores() // parallel) if options["device"] == "cpu" else None
-    if rank == 0:
-        log_line(f"vision sweep: {len(runs)} runs into {os.path.join(out, 'runs')}, {parallel} at a time")
-    try:
-        summary = run_sweep(runs, evaluation, out, parallel, rank, world, not quiet, log_line, threads)
-    except SweepInterrupted as stopped:
-        log_line(
-            f"stopped by signal {stopped.signal_number}: {len(stopped.finished)} of {len(runs)} runs finished"
-        )
-        if stopped.interrupted:
-            log_line(
-                f"interrupted (they resume from their last checkpoint): {', '.join(stopped.interrupted)}"
-            )
-        log_line("resume with the same command: " + " ".join(sys.argv))
-        sys.exit(130 if stopped.signal_number == 2 else 143)
-    except SweepFailed as error:
-        raise click.ClickException(str(error)) from None
-    if summary is not None:
-        for name in ("summary.csv", "knn_vs_k.png", "knn_vs_batch.png", "curves.png"):
-            click.echo(f"wrote {os.path.join(out, name)}")
+
+
+def _report_interruption(stopped, total: int) -> None:
+    """Which runs finished, which resume, the command to resume; exit 130 (SIGINT) or 143 (SIGTERM)."""
+    log_line(f"stopped by signal {stopped.signal_number}: {len(stopped.finished)} of {total} runs finished")
+    if stopped.interrupted:
+        log_line(f"interrupted (they resume from their last checkpoint): {', '.join(stopped.interrupted)}")
+    log_line("resume with the same command: " + " ".join(sys.argv))
+    sys.exit(130 if stopped.signal_number == 2 else 143)
