@@ -1,100 +1,167 @@
-"""``mitool estimate X Y``: a thin click shell over the estimator of paired samples."""
+"""``mitool estimate X Y``: a thin click shell over :func:`mitool.estimate.estimate`."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import click
 
+from mitool import baselines, bounds, critics
 from mitool.cli.common import check_device, progress_reporter
 from mitool.cli.errors import FriendlyCommand
+from mitool.cli.io import load_samples
+from mitool.estimate import CEILING_MARGIN, DEFAULT_CRITIC, DEFAULT_ESTIMATOR, Estimate, Settings, estimate
 from mitool.progress import Progress
 from mitool.runtime import set_threads_to_free_cores
-from mitool.toy.config import DEFAULT_ALPHA, ESTIMATORS
-from mitool.toy.estimate import estimate_mi, load_samples
+from mitool.toy.config import DEFAULT_ALPHA
 
-__all__ = ["estimate"]
+__all__ = ["describe", "estimate_command", "estimator_help"]
+
+_CLI_SETTINGS = (
+    "steps", "validation_fraction", "eval_every", "patience", "batch_size", "lr", "test_fraction",
+    "hidden", "hidden_layers", "embed_dim", "temperature", "eval_block", "chunk", "level", "normalise",
+)  # fmt: skip
+"""The fields of :class:`mitool.estimate.Settings` offered as options (defaults and help from it)."""
+
+_OPTION_DEFAULTS = {"alpha": DEFAULT_ALPHA}
+"""Bound options with a command-line default where the bound has none (eqco's alpha: the toy
+study's value)."""
+
+
+def estimator_help() -> str:
+    """One line per estimator, from the tables of bounds and baselines."""
+    lines = [f"{name}: {bound.summary}; {bound.estimate}" for name, bound in bounds.BOUNDS.items()]
+    lines += [f"{name}: {baseline.summary}" for name, baseline in baselines.BASELINES.items()]
+    return "; ".join(lines)
+
+
+def _bound_options() -> dict[str, tuple[str, list[str]]]:
+    """Each bound option's name -> (meaning, the bounds that take it), from the table."""
+    found: dict[str, tuple[str, list[str]]] = {}
+    for name, bound in bounds.BOUNDS.items():
+        for option in bound.options:
+            if not option.score_temperature:
+                found.setdefault(option.name, (option.meaning, []))[1].append(name)
+    return found
+
+
+def _with_table_options(function: Callable) -> Callable:
+    """Options from the tables: the Settings fields of :data:`_CLI_SETTINGS`, every bound option,
+    and the baselines' options."""
+    help_of = Settings.help()
+    options = []
+    for name in _CLI_SETTINGS:
+        default, meaning = help_of[name]
+        options.append(
+            click.option(
+                f"--{name.replace('_', '-')}",
+                type=type(default),
+                default=default,
+                show_default=True,
+                help=meaning,
+            )
+        )
+    for name, (meaning, users) in _bound_options().items():
+        default = _OPTION_DEFAULTS.get(name)
+        options.append(
+            click.option(f"--{name}", type=float, default=default, show_default=default is not None,
+                         help=f"{meaning} ({', '.join(users)} only).")
+        )  # fmt: skip
+    for baseline in baselines.BASELINES.values():
+        for name, default in baseline.options.items():
+            kind = bool if isinstance(default, bool) else type(default)
+            flag = f"--{name}/--no-{name}" if kind is bool else f"--{name}"
+            options.append(
+                click.option(flag.replace("_", "-"), name, type=kind, default=default, show_default=True,
+                             help=f"{baseline.name} only.")
+            )  # fmt: skip
+    for option in reversed(options):
+        function = option(function)
+    return function
 
 
 @click.command("estimate", cls=FriendlyCommand)
-@click.argument("x_path", metavar="X", type=click.Path(dir_okay=False))
-@click.argument("y_path", metavar="Y", type=click.Path(dir_okay=False))
+@click.argument("x", metavar="X", type=click.Path(dir_okay=False))
+@click.argument("y", metavar="Y", type=click.Path(dir_okay=False))
 @click.option(
-    "--estimator", default="infonce", show_default=True, help=f"The bound: one of {', '.join(ESTIMATORS)}."
+    "--estimator", default=DEFAULT_ESTIMATOR, show_default=True, help=f"The estimator: {estimator_help()}."
 )
 @click.option(
-    "--critic", default="separable", show_default=True, help="separable, concat, bilinear or cosine."
-)
-@click.option("--steps", type=int, default=2000, show_default=True, help="Most training steps.")
-@click.option(
-    "--validation-fraction",
-    type=float,
-    default=0.15,
-    show_default=True,
-    help="Share of the training split scored for early stopping (the critic is kept at its best value).",
+    "--evaluator",
+    default=None,
+    help="The bound scored on the held-out pairs (default: the estimator). Only bounds tight at the "
+    "critic the estimator trains are allowed: the InfoNCE family for infonce, eqco, dcl and dclw; "
+    "js, dv, mine or smile for js and smile (js is NWJ at the critic + 1); nwj for nwj.",
 )
 @click.option(
-    "--eval-every", type=int, default=50, show_default=True, help="Steps between validation scores."
+    "--critic", default=DEFAULT_CRITIC, show_default=True, help=f"One of {', '.join(critics.NAMES)}."
 )
-@click.option(
-    "--patience",
-    type=int,
-    default=10,
-    show_default=True,
-    help="Stop after this many validation scores without improvement.",
-)
-@click.option(
-    "--batch-size",
-    type=int,
-    default=128,
-    show_default=True,
-    help="Training batch B (K = B - 1 in-batch negatives).",
-)
-@click.option("--lr", type=float, default=5e-4, show_default=True, help="Adam learning rate.")
-@click.option(
-    "--test-fraction",
-    type=float,
-    default=0.2,
-    show_default=True,
-    help="Share of the pairs held out for the estimate.",
-)
+@_with_table_options
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Seed of the split, the weights and the batches."
-)
-@click.option("--hidden", type=int, default=256, show_default=True, help="Width of the critic's MLPs.")
-@click.option(
-    "--hidden-layers", type=int, default=2, show_default=True, help="Hidden layers of the critic's MLPs."
-)
-@click.option("--embed-dim", type=int, default=32, show_default=True, help="Critic embedding size.")
-@click.option(
-    "--alpha", type=float, default=DEFAULT_ALPHA, show_default=True, help="EqCo's alpha (eqco only)."
 )
 @click.option("--device", default="cpu", show_default=True, help="torch device.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a sentence.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def estimate(x_path: str, y_path: str, as_json: bool, quiet: bool, **options) -> None:
+def estimate_command(x: str, y: str, as_json: bool, quiet: bool, **options) -> None:
     """Estimate I(X; Y) in nats from paired samples: row i of X goes with row i of Y.
 
     X and Y are .npy, .npz (one array) or .csv files (comma-separated, optional header), one row per
-    sample. The critic is trained with the chosen bound on a training split; the bound is reported on
-    the held-out split with a standard error. InfoNCE-type estimates cannot exceed log(K + 1) of the
-    evaluation (K = held-out rows - 1, at most 1023); for large MI use nwj, dv or smile.
+    sample. A neural estimator trains a critic with its bound on a training split and reports the
+    bound on the held-out split: the +- is the standard error over chunks of held-out anchors and the
+    interval mean +- t * se; both cover the noise of that held-out evaluation for this one trained
+    critic, not retraining with other seeds, and not the bound's own bias. InfoNCE-type estimates
+    cannot exceed log(K + 1) (K = held-out rows - 1, at most 1023; eqco: log(alpha + 1)): an estimate
+    at that ceiling is flagged, and for large MI smile or nwj are not capped. ksg and gaussian
+    train nothing; their +- comes from 10 disjoint subsets of the pairs.
     """
     set_threads_to_free_cores()
     check_device(options["device"])
-    x = load_samples(x_path, "X")
-    y = load_samples(y_path, "Y")
-    if x.shape[0] != y.shape[0]:
-        raise ValueError(
-            f"X and Y must have the same number of rows (samples), got {x.shape[0]} and {y.shape[0]}"
-        )
-    with Progress(options["steps"], f"training {options['estimator']} critic", enabled=not quiet) as bar:
-        result = estimate_mi(x, y, progress=progress_reporter(bar), **options)
-    if as_json:
-        click.echo(json.dumps(result.as_dict()))
+    x_data, y_data = load_samples(x, "X"), load_samples(y, "Y")
+    estimator = options.pop("estimator")
+    options = _applicable(estimator, options)
+    with Progress(options.get("steps", 0), f"training {estimator} critic", enabled=not quiet) as bar:
+        result = estimate(x_data, y_data, estimator, progress=progress_reporter(bar), **options)
+    click.echo(json.dumps(result.as_dict()) if as_json else describe(result))
+
+
+def _applicable(estimator: str, options: dict) -> dict:
+    """The options that apply to ``estimator``: a baseline's own options (and the seed and level),
+    or everything but the baselines' options; eqco's alpha default only for eqco; None dropped."""
+    if estimator != "eqco" and options.get("alpha") == DEFAULT_ALPHA:
+        options.pop("alpha")
+    options = {key: value for key, value in options.items() if value is not None}
+    if estimator in baselines.BASELINES:
+        keep = {*baselines.BASELINES[estimator].options, "seed", "level"}
+        return {key: value for key, value in options.items() if key in keep}
+    foreign = {name for baseline in baselines.BASELINES.values() for name in baseline.options}
+    return {key: value for key, value in options.items() if key not in foreign}
+
+
+def describe(result: Estimate) -> str:
+    """The estimate as a sentence: the value, its standard error and interval and what they cover,
+    what was trained and evaluated, and a warning at InfoNCE's ceiling."""
+    level = f"{100 * result.ci_level:g}%"
+    head = (
+        f"I(X; Y) = {result.value:.4f} +- {result.stderr:.4f} nats, {level} interval "
+        f"[{result.ci_low:.4f}, {result.ci_high:.4f}]"
+    )
+    if result.critic is None:
+        what = f"({result.estimator} on all {result.n_pairs} pairs)"
     else:
-        click.echo(
-            f"I(X; Y) = {result.estimate:.4f} +- {result.stderr:.4f} nats "
-            f"({result.estimator}, {result.critic} critic; trained on {result.n_train} pairs, kept at step "
-            f"{result.best_step} of {result.steps}; evaluated on {result.n_test} held-out pairs)"
+        evaluated = "" if result.evaluator == result.estimator else f", scored with {result.evaluator}"
+        what = (
+            f"({result.estimator}, {result.critic} critic{evaluated}; trained on {result.n_train} pairs, "
+            f"kept at step {result.best_step} of {result.steps}; evaluated on {result.n_test} held-out "
+            f"pairs, K = {result.negatives_test})"
         )
+    text = f"{head} {what}. The +- and the interval: {result.interval}."
+    if result.at_ceiling:
+        text += (
+            f" At the ceiling: {result.evaluator} cannot exceed {result.ceiling:.4f} nats (log(K + 1); "
+            f"eqco: log(alpha + 1)) and this is within {CEILING_MARGIN} of it, so this is a lower bound "
+            "at its ceiling and the MI may be much larger; use --estimator smile or nwj (not capped), "
+            "or more held-out pairs."
+        )
+    return text

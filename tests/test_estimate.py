@@ -1,4 +1,5 @@
-"""`mitool estimate X Y`: accuracy on a Gaussian with known MI, file formats, and bad files."""
+"""`mitool estimate X Y`: accuracy on a Gaussian with known MI, file formats, bad files and bad
+settings (one line, exit 2), the interval and the ceiling in the output."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from mitool.cli.io import load_samples
 from mitool.cli.main import main
 from mitool.tasks import CorrelatedGaussian
-from mitool.toy.estimate import load_samples
 
 
 @pytest.fixture(autouse=True)
@@ -72,6 +73,9 @@ def write_bad_files(folder: Path) -> dict[str, Path]:
     (folder / "garbage.npy").write_bytes(b"this is not a numpy file")
     (folder / "words.csv").write_text("a,b\n1,2\nx,y\n")
     (folder / "data.txt").write_text("1,2\n")
+    (folder / "empty.csv").write_text("")
+    (folder / "header.csv").write_text("a,b\n")
+    np.save(folder / "tiny.npy", good[:20])
     np.savez(folder / "two.npz", first=good, second=good)
     return {p.stem: p for p in folder.iterdir()}
 
@@ -88,7 +92,24 @@ def write_bad_files(folder: Path) -> dict[str, Path]:
         ("two", "good", [], "give one array per file"),
         ("good", "good", ["--estimator", "magic"], "--estimator"),
         ("good", "good", ["--critic", "magic"], "--critic"),
-        ("good", "good", ["--batch-size", "1000"], "--batch-size"),
+        (
+            "good",
+            "good",
+            ["--batch-size", "1000"],
+            "X has too few samples (50; at least 1470 for a training batch",
+        ),
+        ("tiny", "tiny", [], "X has too few samples (20; at least 187 for a training batch of 128 pairs"),
+        ("empty", "good", [], "X: "),
+        ("header", "good", [], "holds no data rows"),
+        (
+            "good",
+            "good",
+            ["--evaluator", "nwj"],
+            "--evaluator 'nwj' is not tight for a critic trained with 'infonce'",
+        ),
+        ("good", "good", ["--estimator", "dcl"], "--critic 'separable' has unbounded scores"),
+        ("good", "good", ["--estimator", "ksg", "--k", "0"], "--k must be a whole number"),
+        ("good", "good", ["--clip", "2"], "--clip is not an option of infonce/infonce"),
     ],
 )
 def test_bad_data_is_one_line_with_exit_code_2(tmp_path: Path, x_name, y_name, extra, expected) -> None:
@@ -98,7 +119,7 @@ def test_bad_data_is_one_line_with_exit_code_2(tmp_path: Path, x_name, y_name, e
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and expected in lines[0], result.stderr
-    assert "Traceback" not in result.output
+    assert "Traceback" not in result.output and "Warning" not in result.output
 
 
 def test_defaults_do_not_overfit_a_small_data_set(tmp_path: Path) -> None:
@@ -114,3 +135,61 @@ def test_defaults_do_not_overfit_a_small_data_set(tmp_path: Path) -> None:
     report = json.loads(result.stdout)
     assert abs(report["estimate"] - 0.56) < 0.2, report
     assert report["best_step"] <= report["steps"] < 2000  # stopped early
+
+
+def test_a_runaway_estimate_is_one_line_naming_the_cause(gaussian_files) -> None:
+    x_path, y_path = gaussian_files
+    args = [
+        "estimate",
+        str(x_path),
+        str(y_path),
+        "--estimator",
+        "nwj",
+        "--lr",
+        "5",
+        "--hidden",
+        "8",
+        "--quiet",
+    ]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "nwj estimate with the separable critic ran away" in lines[0], result.stderr
+    assert "use infonce" in lines[0]
+
+
+def test_an_estimate_at_the_infonce_ceiling_says_so(tmp_path: Path) -> None:
+    """y = x + 0.001 noise in 5-d (tens of nats) scored in held-out blocks of 7-8 pairs: InfoNCE can
+    give at most log(K + 1) = log 7; it gets there and must say that this is a lower bound."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 5))
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", x + 0.001 * rng.normal(size=(300, 5)))
+    args = ["estimate", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--critic", "cosine",
+            "--temperature", "0.02", "--steps", "100", "--hidden", "16", "--batch-size", "32",
+            "--eval-every", "20", "--lr", "0.01", "--eval-block", "8", "--chunk", "8", "--quiet"]  # fmt: skip
+    report = json.loads(CliRunner().invoke(main, [*args, "--json"], catch_exceptions=False).stdout)
+    assert report["at_ceiling"] is True and report["ceiling"] == pytest.approx(np.log(7))
+    assert report["ceiling"] - 0.05 <= report["estimate"] <= report["ceiling"]
+    sentence = CliRunner().invoke(main, args, catch_exceptions=False).stdout
+    assert "lower bound at its ceiling" in sentence and "smile or nwj" in sentence
+
+
+def test_the_interval_is_in_the_sentence_the_json_and_the_help(gaussian_files) -> None:
+    x_path, y_path = gaussian_files
+    args = ["estimate", str(x_path), str(y_path), "--steps", "5", "--hidden", "8", "--quiet"]
+    sentence = CliRunner().invoke(main, args, catch_exceptions=False).stdout
+    assert "95% interval [" in sentence and "not retraining" in sentence
+    report = json.loads(CliRunner().invoke(main, [*args, "--json"], catch_exceptions=False).stdout)
+    assert report["ci_low"] < report["estimate"] < report["ci_high"] and report["at_ceiling"] is False
+    help_text = CliRunner().invoke(main, ["estimate", "--help"]).stdout
+    assert "not retraining" in " ".join(help_text.split())
+
+
+@pytest.mark.parametrize("estimator", ["ksg", "gaussian"])
+def test_baselines_from_the_command_line(gaussian_files, estimator: str) -> None:
+    x_path, y_path = gaussian_files
+    args = ["estimate", str(x_path), str(y_path), "--estimator", estimator, "--json", "--quiet"]
+    report = json.loads(CliRunner().invoke(main, args, catch_exceptions=False).stdout)
+    assert abs(report["estimate"] - 1.0) < 0.1 and report["critic"] is None
+    assert report["ci_low"] < report["estimate"] < report["ci_high"]

@@ -1,0 +1,170 @@
+"""mitool.estimate from Python: the split, the standardisation, the held-out evaluation, the
+interval, the evaluator rules, R runs trained together, and the result of ``estimate``."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from mitool import bounds
+from mitool.checks import ParameterError
+from mitool.critics import make_critic
+from mitool.estimate import (
+    DivergenceError,
+    Settings,
+    as_pairs,
+    check_evaluator,
+    confidence_interval,
+    estimate,
+    estimate_runs,
+    held_out_values,
+    minimum_pairs,
+    split_pairs,
+    standardise,
+)
+from mitool.tasks import CorrelatedGaussian
+
+SMALL = {"steps": 60, "hidden": 16, "batch_size": 32, "eval_every": 20}
+
+
+def gaussian(n: int = 600, dim: int = 2, mi: float = 0.5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    x, y = CorrelatedGaussian(dim, mi=mi).sample(n, generator=torch.Generator().manual_seed(seed))
+    return x.numpy(), y.numpy()
+
+
+def test_split_is_a_seeded_partition_with_the_documented_sizes() -> None:
+    settings = Settings(test_fraction=0.2, validation_fraction=0.25, batch_size=8)
+    split = split_pairs(100, settings, seed=3)
+    assert (len(split.fit), len(split.validation), len(split.test)) == (60, 20, 20)
+    every = np.concatenate([split.fit, split.validation, split.test])
+    assert sorted(every.tolist()) == list(range(100))
+    assert np.array_equal(split_pairs(100, settings, seed=3).test, split.test)
+    assert not np.array_equal(split_pairs(100, settings, seed=4).test, split.test)
+
+
+def test_too_few_samples_names_the_minimum() -> None:
+    settings = Settings()
+    minimum = minimum_pairs(settings)
+    split_pairs(minimum, settings, seed=0)  # enough
+    with pytest.raises(
+        ParameterError,
+        match=rf"^x has too few samples \(20; at least {minimum} for a training batch of 128 pairs",
+    ):
+        split_pairs(20, settings, seed=0)
+    with pytest.raises(ParameterError, match=f"too few samples \\({minimum - 1}; at least {minimum} "):
+        split_pairs(minimum - 1, settings, seed=0)
+
+
+def test_standardise_uses_the_training_rows_only() -> None:
+    train = np.array([[1.0, 10.0], [3.0, 10.0]])
+    other = np.array([[5.0, 12.0]])
+    standard_train, standard_other = standardise(train, other)
+    np.testing.assert_allclose(standard_train, [[-1.0, 0.0], [1.0, 0.0]])
+    np.testing.assert_allclose(standard_other, [[3.0, 2.0]])  # constant column: shifted only
+
+
+def test_as_pairs_checks_shapes_and_values() -> None:
+    x, y = as_pairs([1.0, 2.0, 3.0], torch.ones(3, 2))
+    assert x.shape == (3, 1) and y.shape == (3, 2) and x.dtype == np.float64
+    with pytest.raises(ParameterError, match="^y must have the same number of rows"):
+        as_pairs(np.ones((3, 1)), np.ones((4, 1)))
+    with pytest.raises(ParameterError, match=r"^x holds NaN or infinite values \(first in row 1\)"):
+        as_pairs(np.array([1.0, np.inf]), np.ones(2))
+
+
+def test_held_out_values_equal_the_bound_on_each_chunk() -> None:
+    """An independent plain computation: all-pairs scores of each block, the bound per chunk; a
+    block of 100 anchors is cut into 10 chunks of 10 (at least 10 chunks where they hold 5)."""
+    torch.manual_seed(0)
+    critic = make_critic("separable", 2, 2, hidden=8)
+    x, y = (torch.from_numpy(a).float() for a in gaussian(n=200))
+    values, negatives = held_out_values(critic, x, y, lambda p, n: float(bounds.infonce(p, n).mi), 100, 50)
+    assert negatives == 99 and len(values) == 20
+    with torch.no_grad():
+        expected = []
+        for block in (slice(0, 100), slice(100, 200)):
+            pos, neg = bounds.split_scores(critic(x[block], y[block]))
+            expected += [
+                float(bounds.infonce(pos[c : c + 10], neg[c : c + 10]).mi) for c in range(0, 100, 10)
+            ]
+    np.testing.assert_allclose(values, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_confidence_interval_is_the_student_t_interval() -> None:
+    values = np.array([1.0, 1.2, 0.9, 1.1, 1.3])
+    mean, stderr, low, high = confidence_interval(values, 0.9)
+    expected = stats.t.interval(0.9, 4, loc=values.mean(), scale=stats.sem(values))
+    assert mean == pytest.approx(1.1) and stderr == pytest.approx(stats.sem(values))
+    assert (low, high) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("trained", "evaluator", "allowed"),
+    [("infonce", "nwj", False), ("infonce", "dcl", True), ("js", "nwj", False), ("js", "smile", True),
+     ("nwj", "nwj", True), ("smile", "dv", True), ("nwj", "js", False), ("nwj", "infonce", True)],
+)  # fmt: skip
+def test_only_bounds_tight_at_the_trained_critic_may_evaluate_it(trained, evaluator, allowed) -> None:
+    if allowed:
+        assert check_evaluator(trained, evaluator) == evaluator
+    else:
+        with pytest.raises(
+            ParameterError, match=f"^evaluator '{evaluator}' is not tight for a critic trained"
+        ):
+            check_evaluator(trained, evaluator)
+
+
+def test_decoupled_bounds_refuse_unbounded_critics() -> None:
+    x, y = gaussian()
+    for estimator in ("dcl", "dclw"):
+        with pytest.raises(ParameterError, match="^critic 'separable' has unbounded scores"):
+            estimate(x, y, estimator, "separable", **SMALL)
+    result = estimate(x, y, "dcl", "cosine", **SMALL)
+    assert math.isfinite(result.value) and result.ceiling is None and not result.at_ceiling
+
+
+def test_a_runaway_estimate_is_a_divergence_error_naming_the_alternatives() -> None:
+    x, y = gaussian(mi=2.0)
+    with pytest.raises(DivergenceError, match="nwj estimate .* ran away .* use infonce"):
+        estimate(x, y, "nwj", lr=5.0, **{**SMALL, "steps": 100})
+
+
+def test_estimate_fields_and_interval() -> None:
+    x, y = gaussian()
+    result = estimate(x, y, **SMALL)
+    assert (result.n_pairs, result.n_test, result.n_train) == (600, 120, 480)
+    assert result.n_fit + result.n_validation == 480 and result.negatives_train == 31
+    assert result.negatives_test == 119 and result.ceiling == pytest.approx(math.log(120))
+    assert result.ci_low < result.value < result.ci_high and result.ci_level == 0.95
+    assert "chunks of held-out anchors" in result.interval
+    assert result.as_dict()["estimate"] == result.value
+
+
+def test_runs_trained_together_equal_runs_trained_alone() -> None:
+    data = [gaussian(seed=seed) for seed in (1, 2)]
+    together = estimate_runs(data, seeds=[5, 6], **SMALL)
+    alone = [estimate(x, y, seed=seed, **SMALL) for (x, y), seed in zip(data, (5, 6), strict=True)]
+    for joint, single in zip(together, alone, strict=True):
+        assert joint.best_step == single.best_step
+        assert joint.value == pytest.approx(single.value, abs=1e-4)
+
+
+def test_unknown_options_name_themselves() -> None:
+    x, y = gaussian()
+    with pytest.raises(ParameterError, match="^clip is not an option of infonce/infonce"):
+        estimate(x, y, clip=3.0)
+    with pytest.raises(ParameterError, match="^steps must be a whole number >= 1"):
+        estimate(x, y, steps=0)
+    with pytest.raises(ParameterError, match="^estimator must be one of"):
+        estimate(x, y, "magic")
+
+
+@pytest.mark.parametrize("estimator", ["ksg", "gaussian"])
+def test_baselines_through_estimate(estimator: str) -> None:
+    x, y = gaussian(n=1000, mi=0.5)
+    result = estimate(x, y, estimator)
+    assert abs(result.value - 0.5) < 0.15 and result.ci_low < result.value < result.ci_high
+    assert result.critic is None and result.steps == 0 and "disjoint subsets" in result.interval
