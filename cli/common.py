@@ -6,14 +6,22 @@ from __future__ import annotations
 import contextlib
 import math
 import signal
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable, Iterator, Sequence
 
 import click
 
 from mitool.checks import ParameterError
 from mitool.progress import Progress
 
-__all__ = ["Terminated", "check_device", "log_line", "progress_reporter", "sigterm_as_interrupt"]
+__all__ = [
+    "Terminated",
+    "check_device",
+    "log_line",
+    "progress_reporter",
+    "resumable_run",
+    "sigterm_as_interrupt",
+]
 
 
 def progress_reporter(bar: Progress) -> Callable[..., None]:
@@ -70,3 +78,31 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def resumable_run(label: str, note: Callable[[], str], bars: Sequence[Progress]) -> Iterator[None]:
+    """The shell of a resumable command (``toy sweep``, ``benchmark``) around its work: SIGTERM acts
+    as Ctrl-C, and on either the progress ``bars`` are closed, one line ``<label> stopped by
+    SIGINT: <note()>`` (what is saved, how to resume) goes to stderr and the program exits with
+    128 + the signal's number. A :class:`mitool.toy.study.SettingsDiffer` is re-raised with the
+    settings named by the command's options (``--seeds`` for ``seeds``)."""
+    from mitool.cli.errors import flag_of
+    from mitool.toy.study import SettingsDiffer
+
+    try:
+        with sigterm_as_interrupt():
+            yield
+    except SettingsDiffer as error:
+        command = click.get_current_context().command
+        named = [(flag_of(command, name) or name, there, now) for name, there, now in error.differences]
+        raise SettingsDiffer(error.out, named) from None
+    except KeyboardInterrupt as stop:
+        for bar in bars:
+            bar.close()
+        number = signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT
+        log_line(f"{label} stopped by {number.name}: {note()}")
+        sys.exit(128 + int(number))
+    finally:
+        for bar in bars:
+            bar.close()

@@ -10,7 +10,6 @@ prints as one line with the option of the same Python name (``--batch-size must 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from collections.abc import Callable
 from dataclasses import fields
@@ -19,8 +18,8 @@ from pathlib import Path
 import click
 
 from mitool import bounds, critics, tasks
-from mitool.cli.common import Terminated, check_device, log_line, progress_reporter, sigterm_as_interrupt
-from mitool.cli.errors import FriendlyGroup, flag_of
+from mitool.cli.common import check_device, log_line, progress_reporter, resumable_run
+from mitool.cli.errors import FriendlyGroup
 from mitool.progress import Progress
 from mitool.runtime import set_threads_to_free_cores
 from mitool.toy import plots, study
@@ -189,22 +188,8 @@ def _run_sweep(out: str, grid: study.Grid, settings: ToySettings, quiet: bool, f
         bars.append(Progress(total, "toy sweep", enabled=not quiet))
         return progress_reporter(bars[-1])
 
-    try:
-        with sigterm_as_interrupt():
-            summary = study.sweep(out_path, grid, settings, progress_factory=factory, log=log_line)
-    except study.SettingsDiffer as error:  # the settings named by the options the user types
-        command = click.get_current_context().command
-        named = [(flag_of(command, name) or name, there, now) for name, there, now in error.differences]
-        raise study.SettingsDiffer(error.out, named) from None
-    except KeyboardInterrupt as stop:
-        for bar in bars:
-            bar.close()
-        number = signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT
-        log_line(f"toy sweep stopped by {number.name}: {study.interruption_note(out_path, grid)}")
-        sys.exit(128 + int(number))
-    finally:
-        for bar in bars:
-            bar.close()
+    with resumable_run("toy sweep", lambda: study.interruption_note(out_path, grid), bars):
+        summary = study.sweep(out_path, grid, settings, progress_factory=factory, log=log_line)
     if summary is None:
         rank, world = study.distributed_rank()
         click.echo(f"rank {rank} of {world}: cells done; rank 0 writes {out_path / 'summary.csv'}")
