@@ -24,7 +24,8 @@ def _register() -> None:
 
     for module_name, attribute in (
         ("mitool.cli.toy", "toy"),
-        ("mitool.cli.estimate", "estimate"),
+        ("mitool.cli.estimate", "estimate_command"),
+        ("mitool.cli.benchmark", "benchmark"),
         ("mitool.cli.vision", "vision"),
     ):
         try:

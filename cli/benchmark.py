@@ -1,0 +1,105 @@
+"""``mitool benchmark``: a thin click shell over :mod:`mitool.toy.benchmark`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from mitool import suite
+from mitool.cli.common import check_device, log_line, resumable_run
+from mitool.cli.errors import FriendlyCommand
+from mitool.progress import Progress
+from mitool.runtime import set_threads_to_free_cores
+from mitool.toy import benchmark_figures
+from mitool.toy.benchmark import Plan, interruption_note, plan_from_names, run_benchmark
+from mitool.toy.config import parse_list
+from mitool.toy.plots import FORMATS, check_format
+from mitool.toy.study import distributed_rank
+
+__all__ = ["benchmark"]
+
+
+@click.command("benchmark", cls=FriendlyCommand)
+@click.option(
+    "--estimators",
+    default="default,ksg,gaussian",
+    show_default=True,
+    help="Comma-separated estimators: default (mitool estimate's defaults), ksg, gaussian, a bound "
+    "(with the separable critic) or <bound>-<critic>, e.g. infonce-concat, smile-separable.",
+)
+@click.option(
+    "--tasks", default=None, help="Comma-separated task names (see --list-tasks); default: the suite."
+)
+@click.option(
+    "--suite",
+    "suite_name",
+    default=None,
+    help=f"A named suite, one of {', '.join(suite.SUITES)} (default main).",
+)
+@click.option("--sizes", default="5000", show_default=True, help="Comma-separated sample sizes n.")
+@click.option("--seeds", type=int, default=5, show_default=True, help="Seeds per cell (0 .. N-1).")
+@click.option("--out", type=click.Path(file_okay=False), default="runs/benchmark", show_default=True)
+@click.option("--device", default="cpu", show_default=True, help="torch device of the neural estimators.")
+@click.option(
+    "--format", "file_format", default="png", show_default=True, help=f"Figure format: {', '.join(FORMATS)}."
+)
+@click.option("--list-tasks", is_flag=True, help="Print the tasks of every suite with their MI and stop.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def benchmark(
+    estimators: str,
+    tasks: str | None,
+    suite_name: str | None,
+    sizes: str,
+    seeds: int,
+    out: str,
+    device: str,
+    file_format: str,
+    list_tasks: bool,
+    quiet: bool,
+) -> None:
+    """Estimators x tasks with closed-form MI x sample sizes x seeds.
+
+    Writes OUT/results.csv (task, family, dim_x, dim_y, true_mi, n, seed, estimator, estimate,
+    ci_low, ci_high, seconds), OUT/summary.md (mean error per task and estimator, best marked; mean
+    absolute error; tasks of at most 2 nats within max(0.1 nats, 10%)) and per size the figures
+    estimates_n<N> (estimates with intervals against the truth) and heatmap_n<N> (estimate / truth).
+    Each (estimator, task, size) cell is saved under OUT/cells/ when done; the same command on the
+    same OUT skips finished cells (Ctrl-C or SIGTERM says which are saved). Under `torchrun
+    --nproc-per-node N` cell i goes to rank i mod N and rank 0 writes the results.
+    """
+    set_threads_to_free_cores()
+    if list_tasks:
+        for name in suite.SUITES:
+            for task in suite.suite(name):
+                click.echo(f"{name}\t{task.name}\t{task.family}\t{task.dim_x}x{task.dim_y}\t{task.mi:.4f}")
+        return
+    check_device(device)
+    check_format(file_format)
+    plan = plan_from_names(
+        parse_list("estimators", estimators, str),
+        parse_list("tasks", tasks, str) if tasks else None,
+        suite_name,
+        parse_list("sizes", sizes, int),
+        seeds,
+    )
+    out_path = Path(out)
+    results = _run(out_path, plan, device, quiet)
+    if results is None:
+        rank, world = distributed_rank()
+        click.echo(f"rank {rank} of {world}: cells done; rank 0 writes {out_path / 'results.csv'}")
+        return
+    for path in [results, *benchmark_figures.redraw(out_path, file_format)]:
+        click.echo(f"wrote {path}")
+
+
+def _run(out: Path, plan: Plan, device: str, quiet: bool) -> Path | None:
+    """run_benchmark with a progress bar over this rank's cells, in :func:`resumable_run`'s shell."""
+    bars: list[Progress] = []
+
+    def factory(total: int):
+        bars.append(Progress(total, "benchmark", enabled=not quiet))
+        return bars[-1].set_done
+
+    with resumable_run("benchmark", lambda: interruption_note(out, plan), bars):
+        return run_benchmark(out, plan, device, progress_factory=factory, log=log_line)

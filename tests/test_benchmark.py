@@ -1,0 +1,159 @@
+"""``mitool benchmark`` and mitool.toy.benchmark at tiny sizes: estimator names, the cells and their
+results, resume, sharding by rank, settings that differ, the summary, and a real signal."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from mitool.checks import ParameterError
+from mitool.cli.main import main
+from mitool.files import read_csv
+from mitool.suite import get_task
+from mitool.toy import benchmark_figures
+from mitool.toy.benchmark import (
+    RESULT_COLUMNS,
+    EstimatorSpec,
+    Plan,
+    estimator_names,
+    parse_estimator,
+    run_benchmark,
+    task_data,
+)
+from mitool.toy.study import SettingsDiffer
+
+TINY_NEURAL = EstimatorSpec(
+    "infonce-tiny", "infonce", "separable", {"steps": 30, "hidden": 8, "batch_size": 16}
+)
+TASKS = (get_task("normal-dense-1x1-0.75"), get_task("normal-dense-2x2"))
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MITOOL_THREADS", "1")
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+
+
+def tiny_plan(seeds: int = 2) -> Plan:
+    estimators = (parse_estimator("gaussian"), parse_estimator("ksg"), TINY_NEURAL)
+    return Plan(estimators, TASKS, (300,), tuple(range(seeds)))
+
+
+def test_estimator_names() -> None:
+    assert parse_estimator("smile-concat") == EstimatorSpec("smile-concat", "smile", "concat")
+    assert parse_estimator("ksg").neural is False and parse_estimator("default").call() == {}
+    assert {"default", "ksg", "gaussian", "infonce", "nwj-separable"} <= set(estimator_names())
+    with pytest.raises(ParameterError, match="^estimators has an unknown estimator 'magic'"):
+        parse_estimator("magic")
+
+
+def test_every_estimator_sees_the_same_data_and_tasks_differ() -> None:
+    first, again = task_data(TASKS[1], 50, seed=3), task_data(TASKS[1], 50, seed=3)
+    assert np.array_equal(first[0], again[0]) and first[0].shape == (50, 2)
+    assert not np.array_equal(first[0], task_data(TASKS[1], 50, seed=4)[0])
+
+
+def test_results_resume_and_summary(tmp_path: Path) -> None:
+    plan, log = tiny_plan(), []
+    results = run_benchmark(tmp_path, plan, log=log.append)
+    rows = read_csv(results)
+    assert len(rows) == 3 * 2 * 2 and tuple(rows[0]) == RESULT_COLUMNS
+    assert {row["estimator"] for row in rows} == {"gaussian", "ksg", "infonce-tiny"}
+    assert all(float(row["ci_low"]) <= float(row["estimate"]) <= float(row["ci_high"]) for row in rows)
+    truth = {row["task"]: float(row["true_mi"]) for row in rows}
+    assert truth == {task.name: pytest.approx(task.mi, abs=1e-5) for task in TASKS}
+    gaussian = [float(r["estimate"]) for r in rows if r["estimator"] == "gaussian"]
+    assert np.mean(gaussian) == pytest.approx(np.mean([t.mi for t in TASKS]), abs=0.15)
+    # a rerun skips every cell and writes the same results
+    again = run_benchmark(tmp_path, plan, log=log.append)
+    assert read_csv(again) == rows and "6 of 6 cells already finished, skipped" in log[-1]
+    # summary.md: one row per task, the best per task in bold, the footer per estimator
+    summary = benchmark_figures.summary_markdown(rows)
+    assert "| normal-dense-2x2 | 0.294 |" in summary and "**" in summary
+    assert "| mean absolute error (nats) | |" in summary and "tasks <= 2 nats within target" in summary
+    written = benchmark_figures.redraw(tmp_path, "svg")
+    assert {path.name for path in written} == {"summary.md", "estimates_n300.svg", "heatmap_n300.svg"}
+
+
+def test_other_settings_on_the_same_out_are_refused_by_name(tmp_path: Path) -> None:
+    run_benchmark(tmp_path, Plan((parse_estimator("gaussian"),), TASKS[:1], (200,), (0,)))
+    with pytest.raises(SettingsDiffer, match=r"seeds \[0\] there, \[0, 1\] now"):
+        run_benchmark(tmp_path, Plan((parse_estimator("gaussian"),), TASKS[:1], (200,), (0, 1)))
+
+
+def test_ranks_share_the_cells_and_rank_0_combines_them(tmp_path: Path, monkeypatch) -> None:
+    plan = Plan((parse_estimator("gaussian"), parse_estimator("ksg")), TASKS, (200,), (0,))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    assert run_benchmark(tmp_path, plan) is None
+    assert sorted(p.parent.name for p in (tmp_path / "cells").glob("*/*.csv")) == ["ksg", "ksg"]
+    monkeypatch.setenv("RANK", "0")
+    rows = read_csv(run_benchmark(tmp_path, plan, poll_seconds=0.01))
+    assert len(rows) == 4 and [row["estimator"] for row in rows] == ["gaussian", "ksg", "gaussian", "ksg"]
+
+
+def test_command_line_bad_input(tmp_path: Path) -> None:
+    cases = [
+        (["--estimators", "magic"], "Error: --estimators has an unknown estimator 'magic'"),
+        (["--tasks", "no-such"], "Error: --tasks must be one of"),
+        (["--tasks", "normal-dense-2x2", "--suite", "quick"], "Error: --tasks and suite exclude each other"),
+        (["--sizes", "1,x"], "Error: --sizes must be comma-separated whole numbers"),
+        (["--seeds", "0"], "Error: --seeds must be a whole number >= 1"),
+        (["--estimators", "ksg,ksg"], "Error: --estimators may list each value once"),
+    ]
+    for extra, expected in cases:
+        result = CliRunner().invoke(main, ["benchmark", "--out", str(tmp_path), "--quiet", *extra])
+        assert result.exit_code == 2 and result.stderr.startswith(expected), (extra, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_command_line_run_and_list(tmp_path: Path) -> None:
+    args = ["benchmark", "--estimators", "gaussian,ksg", "--suite", "quick", "--sizes", "200", "--seeds", "1"]
+    result = CliRunner().invoke(main, [*args, "--out", str(tmp_path), "--quiet"], catch_exceptions=False)
+    assert result.exit_code == 0 and f"wrote {tmp_path / 'summary.md'}" in result.stdout
+    assert len(read_csv(tmp_path / "results.csv")) == 2 * 5
+    listing = CliRunner().invoke(main, ["benchmark", "--list-tasks"]).stdout
+    assert "main\tspiral-normal-sparse-25x25\tnormal\t25x25\t1.0217" in listing
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
+def test_a_real_signal_stops_the_benchmark_with_one_line_on_how_to_resume(
+    tmp_path: Path, signal_number
+) -> None:
+    """The CLI in a child process: the signal arrives while the neural cell trains, after the
+    first (gaussian) cell is saved."""
+    out = tmp_path / "bench"
+    args = ["benchmark", "--estimators", "gaussian,infonce", "--tasks", "normal-dense-2x2", "--sizes", "3000",
+            "--seeds", "1", "--out", str(out)]  # fmt: skip
+    environment = {**os.environ, "MITOOL_THREADS": "1"}
+    command = [sys.executable, "-m", "mitool.cli.main", *args]
+    child = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list(out.glob("cells/*/*.csv")) and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert child.poll() is None, child.communicate()
+        time.sleep(0.3)
+        child.send_signal(signal_number)
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert child.returncode == 128 + signal_number, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    name = signal.Signals(signal_number).name
+    assert lines[-1].startswith(f"benchmark stopped by {name}: 1 of 2 cells finished and saved under")
+    assert (
+        "gaussian/normal-dense-2x2-n3000" in lines[-1] and "Run the same command again to resume" in lines[-1]
+    )
+    assert "Traceback" not in stderr and not (out / "results.csv").exists()
