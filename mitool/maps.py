@@ -11,9 +11,10 @@ Every map works on rows, (n, d) -> (n, d') in float64:
 * coordinate-wise: ``half-cube`` x sqrt|x|, ``asinh``, ``normal-cdf`` (Phi, onto (0, 1)), ``wiggly``
   (x plus small sines, strictly increasing), ``bimodal`` (the inverse CDF of a two-Gaussian mixture
   applied to Phi(x): a unit Gaussian becomes the bimodal mixture);
-* ``spiral``: x -> R(speed * |x|^2) x, the rotation R(theta) turning every pair of coordinates
-  (x1, x2), (x3, x4), ... by theta (exp(theta A) with A block-diagonal antisymmetric); it keeps
-  |x|, so its inverse is x -> R(-speed * |x|^2) x; needs d >= 2;
+* ``spiral``: x -> R(|x|^2 / d) x, the rotation R(theta) = exp(theta A) turning the plane of the
+  first two coordinates by theta (A the antisymmetric generator of that plane), with the speed
+  1 / d of the "Beyond Normal" benchmark's current version; it keeps |x|, so its inverse is
+  x -> R(-|x|^2 / d) x; needs d >= 2;
 * ``swiss-roll``: one dimension into two, u = Phi(x), theta = 1.5 pi (1 + 2u),
   x -> (theta cos theta, theta sin theta) / (4.5 pi); theta = 4.5 pi |point| inverts it.
 """
@@ -101,28 +102,20 @@ def _bimodal_inverse(z: Tensor) -> Tensor:
     return torch.sign(z) * -_normal_quantile(_mixture_cdf(-z.abs()))
 
 
-SPIRAL_SPEED = 1.0 / 3.0
-"""The spiral's angle per unit of squared norm: theta = speed * |x|^2 radians."""
-
-
-def _rotate_pairs(x: Tensor, angle: Tensor) -> Tensor:
-    """Turn each pair of coordinates (x1, x2), (x3, x4), ... of each row by ``angle`` (n,); an odd
-    last coordinate stays."""
-    pairs = x.shape[-1] // 2
-    if pairs == 0:
-        return x
-    cos, sin = torch.cos(angle)[:, None], torch.sin(angle)[:, None]
-    first, second = x[:, 0 : 2 * pairs : 2], x[:, 1 : 2 * pairs : 2]
-    turned = torch.stack([cos * first - sin * second, sin * first + cos * second], dim=-1)
-    return torch.cat([turned.reshape(x.shape[0], 2 * pairs), x[:, 2 * pairs :]], dim=1)
+def _rotate_plane(x: Tensor, angle: Tensor) -> Tensor:
+    """Turn the first two coordinates of each row by ``angle`` (n,); the others stay."""
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    first, second = x[:, 0], x[:, 1]
+    turned = torch.stack([cos * first - sin * second, sin * first + cos * second], dim=1)
+    return torch.cat([turned, x[:, 2:]], dim=1)
 
 
 def _spiral(x: Tensor) -> Tensor:
-    return _rotate_pairs(x, SPIRAL_SPEED * x.pow(2).sum(-1))
+    return _rotate_plane(x, x.pow(2).sum(-1) / x.shape[1])
 
 
 def _spiral_inverse(z: Tensor) -> Tensor:
-    return _rotate_pairs(z, -SPIRAL_SPEED * z.pow(2).sum(-1))
+    return _rotate_plane(z, -z.pow(2).sum(-1) / z.shape[1])
 
 
 _ROLL_START, _ROLL_SPAN, _ROLL_SCALE = 1.5 * math.pi, 3.0 * math.pi, 4.5 * math.pi
@@ -170,7 +163,7 @@ MAPS: dict[str, Map] = {
         Map("normal-cdf", _normal_cdf, _normal_quantile, "the normal CDF per coordinate, onto (0, 1)"),
         Map("wiggly", _wiggly, _wiggly_inverse, "x + 0.4 sin x + 0.15 sin(2x + 1) + 0.05 sin(5x + 2)"),
         Map("bimodal", _bimodal, _bimodal_inverse, "N(0, 1) onto 1/2 N(-1, 0.4^2) + 1/2 N(1, 0.4^2)"),
-        Map("spiral", _spiral, _spiral_inverse, "rotation of coordinate pairs by |x|^2 / 3 radians", 2),
+        Map("spiral", _spiral, _spiral_inverse, "the first two coordinates turned by |x|^2 / d", 2),
         Map("swiss-roll", _swiss_roll, _swiss_roll_inverse, "one dimension rolled into two", 1, 1, 2),
     )
 }  # fmt: skip
