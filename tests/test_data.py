@@ -193,20 +193,20 @@ def test_loader_two_views_order_and_determinism():
     dataset = load_dataset(
         "synthetic", "train", transform=two_view_transform(info, 16), size=20, image_size=16
     )
-    loader = make_loader(dataset, batch_size=8, shuffle=True, num_workers=0, seed=3, drop_last=True)
+    loader = make_loader(dataset, batch_size=8, shuffle=True, workers=0, seed=3, drop_last=True)
     batches = list(loader)
     assert len(batches) == 2
     (view_1, view_2), labels, skipped = batches[0]
     assert view_1.shape == view_2.shape == (8, 3, 16, 16) and skipped == []
     assert not torch.equal(view_1, view_2)
     order = [label for _, labels, _ in batches for label in labels.tolist()]
-    again = make_loader(dataset, batch_size=8, shuffle=True, num_workers=0, seed=3, drop_last=True)
+    again = make_loader(dataset, batch_size=8, shuffle=True, workers=0, seed=3, drop_last=True)
     assert [label for _, labels, _ in again for label in labels.tolist()] == order
     loader.set_epoch(1)
     epoch_1 = [label for _, labels, _ in loader for label in labels.tolist()]
     resumed = make_loader(dataset, 8, True, 0, 3, True, epoch=1)
     assert [label for _, labels, _ in resumed for label in labels.tolist()] == epoch_1
-    plain = make_loader(dataset, batch_size=20, shuffle=False, num_workers=0, seed=0, drop_last=False)
+    plain = make_loader(dataset, batch_size=20, shuffle=False, workers=0, seed=0, drop_last=False)
     assert next(iter(plain))[1].tolist() == [i % 10 for i in range(20)]
 
 
@@ -219,7 +219,7 @@ def test_distributed_loader_uses_the_seeded_distributed_sampler(tmp_path):
     dist.init_process_group("gloo", store=store, rank=0, world_size=1)
     try:
         loader = make_loader(
-            dataset, 6, shuffle=True, num_workers=0, seed=1, drop_last=False, distributed=True, epoch=2
+            dataset, 6, shuffle=True, workers=0, seed=1, drop_last=False, distributed=True, epoch=2
         )
         order = [label for _, labels, _ in loader for label in labels.tolist()]
     finally:
@@ -241,7 +241,7 @@ def test_corrupt_jpeg_is_skipped_and_counted(tmp_path, num_workers):
     info = dataset_info("imagefolder", data_dir=tmp_path)
     dataset = load_dataset("imagefolder", "train", data_dir=tmp_path, transform=eval_transform(info, 16))
     loader = make_loader(
-        dataset, batch_size=4, shuffle=True, num_workers=num_workers, seed=0, drop_last=False
+        dataset, batch_size=4, shuffle=True, workers=num_workers, seed=0, drop_last=False
     )
     skipped_images = SkippedImages()
     seen = 0
@@ -266,7 +266,7 @@ def test_batch_of_only_unreadable_images_is_carried_over(tmp_path):
     dataset = load_dataset(
         "imagefolder", "train", data_dir=tmp_path, transform=eval_transform(dataset_info("imagefolder"), 8)
     )
-    batches = list(make_loader(dataset, batch_size=2, shuffle=False, num_workers=0, seed=0, drop_last=False))
+    batches = list(make_loader(dataset, batch_size=2, shuffle=False, workers=0, seed=0, drop_last=False))
     assert len(batches) == 1  # [bad0, bad1] were all unreadable: carried into [bad2, good]
     inputs, labels, skipped = batches[0]
     assert inputs.shape == (1, 3, 8, 8) and sorted(skipped) == ["a/bad0.jpg", "a/bad1.jpg", "a/bad2.jpg"]
@@ -279,7 +279,7 @@ def test_batch_of_only_unreadable_images_is_carried_over(tmp_path):
                 dataset,
                 batch_size=1,
                 shuffle=False,
-                num_workers=0,
+                workers=0,
                 seed=0,
                 drop_last=False,
                 distributed=True,
@@ -311,7 +311,7 @@ def test_worker_augmentations_are_fixed_by_seed_and_epoch():
     )
 
     def first_views(epoch: int) -> torch.Tensor:
-        loader = make_loader(dataset, 8, shuffle=True, num_workers=2, seed=4, drop_last=True, epoch=epoch)
+        loader = make_loader(dataset, 8, shuffle=True, workers=2, seed=4, drop_last=True, epoch=epoch)
         return next(iter(loader))[0][0]
 
     epoch_0 = first_views(0)
@@ -332,7 +332,7 @@ class _RandomDraws(torch.utils.data.Dataset):
 
 def _rank_draws(num_workers: int, rank: int, world_size: int = 2, epoch: int = 0) -> torch.Tensor:
     loader = make_loader(
-        _RandomDraws(), 4, shuffle=True, num_workers=num_workers, seed=5, drop_last=True,
+        _RandomDraws(), 4, shuffle=True, workers=num_workers, seed=5, drop_last=True,
         distributed=True, epoch=epoch, rank=rank, world_size=world_size,
     )  # fmt: skip
     return torch.cat([inputs for inputs, _, _ in loader])
@@ -353,7 +353,7 @@ def test_rank_zero_and_one_process_keep_the_single_process_seeds():
     assert augmentation_seed(3, 7) == augmentation_seed(3, 7, rank=0) == 3 * 1_000_003 + 7
     assert len({augmentation_seed(3, 7, rank) for rank in range(64)}) == 64
     # workers: rank 0 of a distributed run draws what one process draws (first half of its items)
-    single = make_loader(_RandomDraws(), 4, shuffle=True, num_workers=1, seed=5, drop_last=True)
+    single = make_loader(_RandomDraws(), 4, shuffle=True, workers=1, seed=5, drop_last=True)
     single_draws = torch.cat([inputs for inputs, _, _ in single])
     assert torch.equal(_rank_draws(1, 0), single_draws[:8])
     # main process under DDP: the loader's own stream leaves the global generator untouched
@@ -407,5 +407,17 @@ def test_encoded_items_are_raw_jpeg_bytes_and_truncation_is_caught_in_the_worker
     assert isinstance(items["cat/padded.jpg"], EncodedImage)
     assert isinstance(items["cat/cut.jpg"], UnreadableImage) and "truncated" in items["cat/cut.jpg"].reason
     assert items["cat/1.png"].data.shape == (3, 30, 40)  # PNG decoded in the worker: (C, H, W)
-    with pytest.raises(ValueError, match="encoded=True is only for dataset imagefolder"):
+    with pytest.raises(ValueError, match="encoded is for dataset imagefolder only, not .synthetic."):
         load_dataset("synthetic", "train", encoded=True)
+
+
+def test_default_workers_share_the_free_cores_and_leave_one_to_training(monkeypatch):
+    import mitool.vision.loader as loader
+
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    for free, expected in ((1, 0), (2, 1), (4, 3), (64, loader.MAX_DEFAULT_WORKERS)):
+        monkeypatch.setattr(loader, "free_cores", lambda free=free: free)
+        assert loader.default_workers() == expected
+    monkeypatch.setattr(loader, "free_cores", lambda: 16)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")  # torchrun: four processes share the 16 cores
+    assert loader.default_workers() == 3

@@ -52,9 +52,15 @@ def _train(method: str, rank: int, world: int) -> dict[str, torch.Tensor]:
     scaler = torch.amp.GradScaler("cpu", enabled=False)
     view_1, view_2 = _global_batch()
     rows = slice(rank * GLOBAL_BATCH // world, (rank + 1) * GLOBAL_BATCH // world)
+    raised = []
     for step in range(3):
-        training_step(step_model, optimizer, scaler, view_1[rows], view_2[rows], 0.03, "fp32", step)
-    return {name: value.detach().clone() for name, value in model.state_dict().items()}
+        flags = (rank == world - 1 and step == 1, False)  # e.g. "a signal reached the last rank"
+        result = training_step(
+            step_model, optimizer, scaler, view_1[rows], view_2[rows], 0.03, "fp32", step, flags
+        )
+        raised.append(result.flags)
+    state = {name: value.detach().clone() for name, value in model.state_dict().items()}
+    return {**state, "raised_flags": torch.tensor(raised)}
 
 
 def _shuffled_and_plain_keys(rank: int, world: int) -> torch.Tensor:
@@ -100,6 +106,15 @@ def test_two_gloo_processes_match_one_process(two_process_states, method: str) -
                 assert difference <= TOLERANCE, (rank, name, difference)
             else:
                 assert torch.equal(distributed_state[name], value), (rank, name)
+
+
+def test_every_rank_learns_the_flags_raised_on_any_rank(two_process_states) -> None:
+    """training_step's flags travel in the step's all-reduce: raised on rank 1 at the second step,
+    seen by both ranks at that step and no other (what makes the ranks stop at the same step)."""
+    expected = torch.tensor([[False, False], [True, False], [False, False]])
+    for states in two_process_states:
+        for method in METHODS:
+            assert torch.equal(states[method]["raised_flags"], expected), method
 
 
 def test_the_queue_holds_keys_from_all_ranks(two_process_states) -> None:

@@ -77,6 +77,7 @@ def test_a_signal_writes_a_checkpoint_at_the_step_and_says_how_to_resume(
     assert found, last
     step, path, resume = int(found[1]), found[3], found[4]
     assert "Traceback" not in stderr and path == os.path.join(out, "checkpoint.pt")
+    assert "\r" not in stderr  # progress into a pipe: plain lines, no carriage returns
     assert float(found[2]) == pytest.approx(step / 4)  # 64 images, batch 16: 4 steps an epoch
     saved = checkpoints.load(path, kind="pretrain")
     assert saved["step"] == step >= 3

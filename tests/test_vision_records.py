@@ -1,0 +1,42 @@
+"""The run's records (mitool.vision.records): metrics lines that a crash cut short are skipped and
+dropped on resume, evaluations are added one by one (atomically), the config is kept."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from mitool.vision.records import (
+    add_evaluation,
+    keep_records_up_to,
+    read_config,
+    read_evaluations,
+    read_records,
+    write_config,
+)
+
+
+def test_records_skip_a_cut_line_and_resume_keeps_the_earlier_steps(tmp_path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 10, "loss": 1.5}\n{"step": 20, "knn_top1": 0.4}\n{"step": 30, "lo')
+    assert [record["step"] for record in read_records(str(tmp_path))] == [10, 20]
+    kept = keep_records_up_to(str(path), 15)
+    assert kept == [{"step": 10, "loss": 1.5}] and path.read_text() == '{"step": 10, "loss": 1.5}\n'
+    with pytest.raises(FileNotFoundError, match="no metrics.jsonl in"):
+        read_records(str(tmp_path / "elsewhere"))
+
+
+def test_evaluations_are_added_and_the_config_is_kept(tmp_path) -> None:
+    out = str(tmp_path)
+    assert read_evaluations(out) == [] and read_config(out) is None
+    first = add_evaluation(out, {"kind": "knn", "step": 4, "knn_top1": 0.5})
+    add_evaluation(out, {"kind": "linear", "step": 4, "top1": 0.6})
+    assert first == os.path.join(out, "evaluations.json")
+    assert [entry["kind"] for entry in read_evaluations(out)] == ["knn", "linear"]
+    assert not [name for name in os.listdir(out) if name.endswith(".tmp")]
+    write_config(out, {"method": "simo", "negatives": 16})
+    assert read_config(out) == {"method": "simo", "negatives": 16}
+    with open(os.path.join(out, "config.json")) as file:
+        assert json.load(file)["negatives"] == 16
