@@ -36,6 +36,8 @@ VARIANTS: dict[str, dict[str, object]] = {
     "rank-patience20": {**_RANK, "patience": 20},
     "rank-smile": {**_RANK, "estimator": "smile"},
     "rank-eval-dcl": {**_RANK, "evaluator": "dcl"},
+    "rank-ens3": {**_RANK, "ensemble": 3},
+    "rank-ens3-eval-dcl": {**_RANK, "ensemble": 3, "evaluator": "dcl"},
 }
 """Variant name -> the options of mitool.estimate.estimate."""
 

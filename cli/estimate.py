@@ -11,7 +11,15 @@ from mitool import baselines, bounds, critics
 from mitool.cli.common import check_device, progress_reporter
 from mitool.cli.errors import FriendlyCommand
 from mitool.cli.io import load_samples
-from mitool.estimate import CEILING_MARGIN, DEFAULT_CRITIC, DEFAULT_ESTIMATOR, Estimate, Settings, estimate
+from mitool.estimate import (
+    CEILING_MARGIN,
+    DEFAULT_CRITIC,
+    DEFAULT_ESTIMATOR,
+    ESTIMATORS,
+    Estimate,
+    Settings,
+    estimate,
+)
 from mitool.progress import Progress
 from mitool.runtime import set_threads_to_free_cores
 from mitool.toy.config import DEFAULT_ALPHA
@@ -21,6 +29,7 @@ __all__ = ["describe", "estimate_command", "estimator_help"]
 _CLI_SETTINGS = (
     "steps", "validation_fraction", "eval_every", "patience", "batch_size", "lr", "test_fraction",
     "hidden", "hidden_layers", "embed_dim", "temperature", "eval_block", "chunk", "level", "normalise",
+    "ensemble",
 )  # fmt: skip
 """The fields of :class:`mitool.estimate.Settings` offered as options (defaults and help from it)."""
 
@@ -30,10 +39,10 @@ study's value)."""
 
 
 def estimator_help() -> str:
-    """One line per estimator, from the tables of bounds and baselines."""
-    lines = [f"{name}: {bound.summary}; {bound.estimate}" for name, bound in bounds.BOUNDS.items()]
-    lines += [f"{name}: {baseline.summary}" for name, baseline in baselines.BASELINES.items()]
-    return "; ".join(lines)
+    """One line per estimator, from the tables of bounds and baselines (the help's epilog)."""
+    lines = [f"{name:9s} {bound.summary}: {bound.estimate}." for name, bound in bounds.BOUNDS.items()]
+    lines += [f"{name:9s} {baseline.summary}." for name, baseline in baselines.BASELINES.items()]
+    return "Estimators (--estimator):\n\n\b\n" + "\n".join(lines)
 
 
 def _bound_options() -> dict[str, tuple[str, list[str]]]:
@@ -81,11 +90,14 @@ def _with_table_options(function: Callable) -> Callable:
     return function
 
 
-@click.command("estimate", cls=FriendlyCommand)
+@click.command("estimate", cls=FriendlyCommand, epilog=estimator_help())
 @click.argument("x", metavar="X", type=click.Path(dir_okay=False))
 @click.argument("y", metavar="Y", type=click.Path(dir_okay=False))
 @click.option(
-    "--estimator", default=DEFAULT_ESTIMATOR, show_default=True, help=f"The estimator: {estimator_help()}."
+    "--estimator",
+    default=DEFAULT_ESTIMATOR,
+    show_default=True,
+    help=f"One of {', '.join(ESTIMATORS)} (listed below).",
 )
 @click.option(
     "--evaluator",

@@ -69,6 +69,7 @@ __all__ = [
     "ESTIMATORS",
     "DivergenceError",
     "Estimate",
+    "MeanCritic",
     "Settings",
     "Split",
     "Training",
@@ -130,6 +131,11 @@ class Settings:
     eval_block: int = _setting(1024, "Most held-out pairs scored together (K = block - 1 negatives).")
     chunk: int = _setting(50, "Held-out anchors per value of the interval.")
     level: float = _setting(0.95, "Confidence level of the interval.")
+    ensemble: int = _setting(
+        1,
+        "Critics trained on each data set (other initial weights and batches); the estimate scores "
+        "their mean score, whose estimate is at least their mean estimate (the bounds are concave).",
+    )
     normalise: str = _setting(
         "standard",
         "How each coordinate is prepared, fitted on the training rows: standard (z-scores) or rank "
@@ -137,7 +143,7 @@ class Settings:
     )
 
     def __post_init__(self) -> None:
-        for name in ("steps", "eval_every", "patience", "hidden", "embed_dim"):
+        for name in ("steps", "eval_every", "patience", "hidden", "embed_dim", "ensemble"):
             checks.whole_number(name, getattr(self, name), 1)
         checks.whole_number("batch_size", self.batch_size, 2)
         checks.whole_number("hidden_layers", self.hidden_layers, 0)
@@ -634,17 +640,34 @@ def _prepare(
     return _Parts(parts(0), parts(1), splits, len(pairs[0][0]))  # type: ignore[arg-type]
 
 
+class MeanCritic(nn.Module):
+    """The mean score of several critics, f(x, y) = mean_m f_m(x, y): an ensemble. The bounds of
+    :mod:`mitool.bounds` are concave in the critic's scores (a linear term minus a log-sum-exp or a
+    mean of exponentials; SMILE's clipping is the exception), so their value at the mean critic is
+    at least the mean of the members' values."""
+
+    def __init__(self, members: Sequence[nn.Module]) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(members)
+
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        return torch.stack([member(x, y) for member in self.members]).mean(0)
+
+
 def _run_estimate(
-    request: _Request, parts: _Parts, run: int, critic: nn.Module, training: Training, seconds: float
-) -> Estimate | DivergenceError:
-    """Run ``run``'s trained critic on its test pairs: an Estimate, or the DivergenceError of a run
-    that ran away in training or on the held-out pairs."""
+    request: _Request, parts: _Parts, run: int, members: Sequence[int], trained: Sequence[nn.Module],
+    training: Training, seconds: float,
+) -> Estimate | DivergenceError:  # fmt: skip
+    """Data set ``run``'s estimate with the mean of its trained critics (stack rows ``members``) on
+    its test pairs, or the DivergenceError of a critic that ran away in training or of the estimate
+    on the held-out pairs."""
     settings = request.settings
-    if training.diverged_step[run] is not None:
-        step, value = training.diverged_step[run], training.diverged_value[run]
-        return DivergenceError(
-            _divergence_message(request.estimator, request.critic, step, value, "in training")
-        )
+    for member in members:
+        if training.diverged_step[member] is not None:
+            step, value = training.diverged_step[member], training.diverged_value[member]
+            message = _divergence_message(request.estimator, request.critic, step, value, "in training")
+            return DivergenceError(message)
+    critic = trained[members[0]] if len(members) == 1 else MeanCritic([trained[m] for m in members])
     evaluate = _mi_of(request.evaluator, request.evaluation_options)
     values, negatives = held_out_values(
         critic, parts.x[2][run], parts.y[2][run], evaluate, settings.eval_block, settings.chunk
@@ -665,9 +688,14 @@ def _run_estimate(
         estimator=request.estimator, evaluator=request.evaluator, critic=request.critic,
         n_pairs=parts.n_pairs, n_fit=len(split.fit), n_validation=len(split.validation),
         n_test=len(split.test), negatives_train=settings.batch_size - 1, negatives_test=negatives,
-        steps=training.steps, best_step=training.best_step[run], ceiling=ceiling,
+        steps=training.steps, best_step=max(training.best_step[m] for m in members), ceiling=ceiling,
         at_ceiling=ceiling is not None and mean >= ceiling - CEILING_MARGIN, seconds=seconds,
     )  # fmt: skip
+
+
+def _member_seed(seed: int, member: int) -> int:
+    """The seed of critic ``member`` of a data set's ensemble: the data set's own seed for the first."""
+    return seed if member == 0 else int(np.random.SeedSequence([seed, member]).generate_state(1)[0])
 
 
 def estimate_runs(
@@ -688,19 +716,26 @@ def estimate_runs(
     request = _Request.checked(estimator, critic, evaluator, options)
     seeds = list(range(len(datasets))) if seeds is None else list(seeds)
     parts = _prepare(datasets, seeds, request.settings, device)
-    dim_x, dim_y = parts.x[0].shape[-1], parts.y[0].shape[-1]
-    stack = StackedCritics(
-        [c.to(device) for c in _seeded_critics(critic, dim_x, dim_y, request.settings, seeds)]
+    members = request.settings.ensemble
+    member_seeds = [_member_seed(seed, member) for seed in seeds for member in range(members)]
+    x_parts, y_parts = (
+        [part.repeat_interleave(members, dim=0) for part in data] for data in (parts.x, parts.y)
     )
+    dim_x, dim_y = parts.x[0].shape[-1], parts.y[0].shape[-1]
+    made = _seeded_critics(critic, dim_x, dim_y, request.settings, member_seeds)
+    stack = StackedCritics([c.to(device) for c in made])
     training = train_critics(
-        stack, estimator, request.train_options, (parts.x[0], parts.y[0]), (parts.x[1], parts.y[1]),
+        stack, estimator, request.train_options, (x_parts[0], y_parts[0]), (x_parts[1], y_parts[1]),
         _mi_of(request.evaluator, request.evaluation_options), request.settings,
-        [torch.Generator().manual_seed(seed) for seed in seeds], progress,
+        [torch.Generator().manual_seed(seed) for seed in member_seeds], progress,
     )  # fmt: skip
     seconds = time.perf_counter() - start
+    trained = stack.critics()
     return [
-        _run_estimate(request, parts, run, trained, training, seconds)
-        for run, trained in enumerate(stack.critics())
+        _run_estimate(
+            request, parts, run, range(run * members, (run + 1) * members), trained, training, seconds
+        )
+        for run in range(len(seeds))
     ]
 
 

@@ -15,6 +15,7 @@ from mitool.checks import ParameterError
 from mitool.critics import make_critic
 from mitool.estimate import (
     DivergenceError,
+    MeanCritic,
     Settings,
     as_pairs,
     check_evaluator,
@@ -168,3 +169,24 @@ def test_baselines_through_estimate(estimator: str) -> None:
     result = estimate(x, y, estimator)
     assert abs(result.value - 0.5) < 0.15 and result.ci_low < result.value < result.ci_high
     assert result.critic is None and result.steps == 0 and "disjoint subsets" in result.interval
+
+
+@pytest.mark.parametrize("name", ["infonce", "nwj", "dv", "js", "dcl"])
+def test_the_mean_critic_scores_at_least_the_mean_of_its_members(name: str) -> None:
+    """These bounds are concave in the scores, so their value at the mean critic is at least the
+    mean of the members' values (on the same pairs)."""
+    torch.manual_seed(1)
+    members = [make_critic("separable", 2, 2, hidden=8) for _ in range(3)]
+    x, y = (torch.from_numpy(a).float() for a in gaussian(n=64, mi=1.0))
+    evaluate = bounds.get(name)
+    with torch.no_grad():
+        alone = [float(evaluate(*bounds.split_scores(m(x, y))).mi) for m in members]
+        together = float(evaluate(*bounds.split_scores(MeanCritic(members)(x, y))).mi)
+    assert together >= np.mean(alone) - 1e-6
+
+
+def test_an_ensemble_trains_several_critics_per_data_set() -> None:
+    x, y = gaussian()
+    single, double = estimate(x, y, **SMALL), estimate(x, y, ensemble=2, **SMALL)
+    assert (double.n_test, double.negatives_test) == (single.n_test, single.negatives_test)
+    assert double.value != single.value and abs(double.value - single.value) < 0.3
