@@ -203,6 +203,11 @@ _WORKERS_HELP = "Data loader processes per process [sized to the free cores]."
 @click.option(
     "--max-minutes", type=float, default=None, help="Stop (with a checkpoint) after this wall time."
 )
+@click.option(
+    "--fit-schedule/--cut-schedule", default=True, show_default=True,
+    help="With --max-minutes: size the cosine schedule to the steps that fit in the time (measured over "
+    "the first steps, kept on --resume), or keep the epochs' schedule and cut it at the time.",
+)  # fmt: skip
 @click.option("--resume", is_flag=True, help="Continue the run in --out exactly where it stopped.")
 @click.option("--device", type=click.Choice(DEVICES), default="cpu", show_default=True)
 @click.option("--workers", type=int, default=None, help=_WORKERS_HELP)

@@ -210,3 +210,29 @@ def test_bad_evaluation_inputs_give_exit_code_2_and_one_line(tmp_path) -> None:
     result = _run("linear", "--checkpoint", str(broken), "--out", str(tmp_path / "l"), "--milestones", "6O")
     _assert_one_line_error(result, "--milestones must be comma-separated")
     _assert_one_line_error(_run("plot", str(tmp_path)), "no metrics.jsonl")
+
+
+def test_the_resume_command_repeats_the_options_typed_and_adds_resume() -> None:
+    """Whatever the program was called (python -m ...), the command starts with mitool; options
+    left at their defaults are left out; flag pairs keep the side the user chose."""
+    import click
+
+    from mitool.cli.vision import pretrain, resume_command, vision
+
+    root = click.Context(main, info_name="python -m mitool.cli.main")
+    group = click.Context(vision, parent=root, info_name="vision")
+    arguments = [
+        "--method",
+        "simo",
+        "--out",
+        "runs/a b",
+        "--cut-schedule",
+        "--symmetric",
+        "--max-minutes",
+        "5",
+    ]
+    context = pretrain.make_context("pretrain", arguments, parent=group)
+    assert resume_command(context) == (
+        "mitool vision pretrain --method simo --symmetric --out 'runs/a b' --max-minutes 5.0 --cut-schedule "
+        "--resume"
+    )
