@@ -284,17 +284,15 @@ def resume_command(ctx: click.Context) -> str:
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def knn(as_json: bool, quiet: bool, workers: int | None, device: str, **options) -> None:
+def knn(as_json: bool, quiet: bool, device: str, **options) -> None:
     """kNN top-1/top-5 of the frozen backbone (cosine, weighted vote; train split as memory,
     test split scored). The result goes into the run's OUT/evaluations.json too, for vision plot."""
     from mitool.cli.common import check_device
     from mitool.vision.evaluate import knn_of_checkpoint
-    from mitool.vision.loader import default_workers
 
     set_threads_to_free_cores()
     check_device(device)
-    workers = default_workers() if workers is None else workers
-    result = knn_of_checkpoint(**options, device=device, workers=workers, progress=not quiet)
+    result = knn_of_checkpoint(**options, device=device, progress=not quiet)
     if as_json:
         click.echo(json.dumps(result))
     else:
@@ -330,10 +328,9 @@ def knn(as_json: bool, quiet: bool, workers: int | None, device: str, **options)
 @click.option("--resume", is_flag=True, help="Continue from OUT/linear.pt.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def linear(resume, as_json, quiet, milestones, workers, **options) -> None:
+def linear(resume, as_json, quiet, milestones, **options) -> None:
     """Linear protocol on the frozen backbone (MoCo's: lr 30, 100 epochs, decay at 60 and 80)."""
     from mitool.vision.linear import LinearConfig, linear_evaluation
-    from mitool.vision.loader import default_workers
 
     set_threads_to_free_cores()
     try:
@@ -342,8 +339,7 @@ def linear(resume, as_json, quiet, milestones, workers, **options) -> None:
         raise ValueError(
             f"--milestones must be comma-separated epochs such as 60,80, got {milestones!r}"
         ) from None
-    workers = default_workers() if workers is None else workers
-    config = LinearConfig(milestones=parsed, workers=workers, **options)
+    config = LinearConfig(milestones=parsed, **options)
     result = linear_evaluation(config, resume=resume, progress=not quiet)
     if as_json:
         click.echo(json.dumps({key: result[key] for key in ("top1", "top5", "epochs")}))

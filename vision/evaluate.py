@@ -25,7 +25,7 @@ from mitool.vision.augment import eval_transform
 from mitool.vision.backbones import build_backbone
 from mitool.vision.datasets import DatasetInfo, dataset_info, load_dataset
 from mitool.vision.knn import extract_features, knn_accuracy
-from mitool.vision.loader import SkippedImages, make_loader
+from mitool.vision.loader import SkippedImages, default_workers, make_loader
 from mitool.vision.records import add_evaluation
 
 __all__ = [
@@ -155,19 +155,20 @@ def knn_of_checkpoint(
     k: int = 200,
     temperature: float = 0.1,
     batch_size: int = 256,
-    workers: int = 0,
+    workers: int | None = None,
     max_samples: int | None = None,
     progress: bool = False,
     record: bool = True,
 ) -> dict[str, Any]:
     """:func:`evaluate_knn` of the query backbone in ``checkpoint`` on the run's dataset (or the
     one given); with ``record`` the result, with the checkpoint's step and epoch, is added to the
-    run's OUT/evaluations.json (the checkpoint's folder). Returns the result, plus ``step``,
+    run's OUT/evaluations.json (the checkpoint's folder); ``workers`` None: sized to the free
+    cores (:func:`mitool.vision.loader.default_workers`). Returns the result, plus ``step``,
     ``epoch`` and ``recorded_in`` (the file, or None)."""
     checks.whole_number("k", k, minimum=1)
     checks.positive("temperature", temperature)
     checks.whole_number("batch_size", batch_size, minimum=1)
-    checks.whole_number("workers", workers, minimum=0)
+    workers = default_workers() if workers is None else checks.whole_number("workers", workers, minimum=0)
     if max_samples is not None:
         checks.whole_number("max_samples", max_samples, minimum=1)
     pretrained = load_pretrained(checkpoint, torch.device(device))

@@ -35,7 +35,7 @@ from mitool.vision.augment import eval_transform
 from mitool.vision.datasets import load_dataset
 from mitool.vision.evaluate import evaluation_data, load_pretrained
 from mitool.vision.knn import extract_features
-from mitool.vision.loader import make_loader
+from mitool.vision.loader import default_workers, make_loader
 from mitool.vision.records import add_evaluation
 
 __all__ = ["LinearConfig", "linear_evaluation"]
@@ -62,7 +62,7 @@ class LinearConfig:
     weight_decay: float = 0.0
     milestones: tuple[int, ...] = (60, 80)
     augment: bool = True
-    workers: int = 4
+    workers: int | None = None
     device: str = "cpu"
     seed: int = 0
 
@@ -76,7 +76,8 @@ def _check(config: LinearConfig) -> None:
     checks.positive("lr", config.lr)
     checks.number("weight_decay", config.weight_decay, minimum=0.0)
     checks.number("momentum", config.momentum, minimum=0.0, below=1.0)
-    checks.whole_number("workers", config.workers, minimum=0)
+    if config.workers is not None:
+        checks.whole_number("workers", config.workers, minimum=0)
     for milestone in config.milestones:
         checks.whole_number("milestones", milestone, minimum=1)
     checks.choice("device", config.device, ("cpu", "cuda"))
@@ -100,6 +101,8 @@ def linear_evaluation(config: LinearConfig, resume: bool = False, progress: bool
     top1, top5 (test split), epochs and the settings. The result is also added to the
     pretraining run's OUT/evaluations.json (the checkpoint's folder), for ``mitool vision plot``."""
     _check(config)
+    if config.workers is None:
+        config = dataclasses.replace(config, workers=default_workers())
     device = torch.device(config.device)
     pretrained = load_pretrained(config.checkpoint, device)
     dataset, data_dir, synthetic = evaluation_data(pretrained.config, config.dataset, config.data_dir)
