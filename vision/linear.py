@@ -159,8 +159,9 @@ def _start(
     path = os.path.join(config.out, CHECKPOINT_NAME)
     if not resume:
         if os.path.exists(path):
-            raise ValueError(
-                f"out {config.out} already holds a linear run ({CHECKPOINT_NAME}); pass --resume"
+            raise checks.ParameterError(
+                "out",
+                f"{config.out} already holds a linear run ({CHECKPOINT_NAME}); resume it or choose another",
             )
         return 0
     state = checkpoints.load(path, kind="linear", parameter="resume")
@@ -168,7 +169,12 @@ def _start(
     changed = [key for key in ("checkpoint", "dataset", "epochs", "batch_size", "lr", "augment", "seed")
                if state["settings"][key] != settings[key]]  # fmt: skip
     if changed:
-        raise ValueError(f"--resume: option {changed[0]} differs from the run in {path}")
+        key = changed[0]
+        raise checks.ParameterError(
+            "resume",
+            f"continues the linear run in {config.out}, but option {key} differs (was "
+            f"{state['settings'][key]!r}, now {settings[key]!r})",
+        )
     classifier.load_state_dict(state["classifier"])
     optimizer.load_state_dict(state["optimizer"])
     checkpoints.restore_rng_states(state["rng"])

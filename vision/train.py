@@ -344,8 +344,8 @@ def start_run(config: PretrainConfig, resume: bool) -> Run:
     config = resolve_defaults(config, info.image_size)
     method = method_class(config.method)
     if config.batch_size % world:
-        raise ValueError(
-            f"batch_size (the global batch, {config.batch_size}) must be divisible by {world} processes"
+        raise checks.ParameterError(
+            "batch_size", f"must be divisible by the {world} processes that share it, got {config.batch_size}"
         )
     method.check_sizes(config, world)
     saved = _previous_run(config, resume)
@@ -385,8 +385,8 @@ def _previous_run(config: PretrainConfig, resume: bool) -> dict[str, Any] | None
             )
         return checkpoints.load(path, map_location="cpu", kind="pretrain", parameter="resume")
     if os.path.exists(path):
-        raise ValueError(
-            f"out {config.out} already holds a run ({CHECKPOINT_NAME}); pass --resume or choose another --out"
+        raise checks.ParameterError(
+            "out", f"{config.out} already holds a run ({CHECKPOINT_NAME}); resume it or choose another folder"
         )
     return None
 
@@ -415,9 +415,10 @@ def _check_resumable(config: PretrainConfig, saved: dict[str, Any] | None) -> No
     current = config.to_dict()
     for key, value in saved["config"].items():
         if key not in _RESUMABLE_CHANGES and key != "out" and current.get(key) != value:
-            raise ValueError(
-                f"--resume: option {key} differs from the run in {config.out} "
-                f"(was {value!r}, now {current.get(key)!r})"
+            raise checks.ParameterError(
+                "resume",
+                f"continues the run in {config.out}, but option {key} differs (was {value!r}, now "
+                f"{current.get(key)!r}); only {', '.join(sorted(_RESUMABLE_CHANGES))} may change",
             )
 
 
@@ -441,8 +442,9 @@ def _training_data(
         distributed=world > 1,
     )  # fmt: skip
     if len(loader) == 0:
-        raise ValueError(
-            f"batch_size {config.batch_size} is larger than the dataset ({len(train_set)} images)"
+        raise checks.ParameterError(
+            "batch_size",
+            f"must be at most the {len(train_set)} images of the dataset, got {config.batch_size}",
         )
     return loader, augment
 
@@ -524,8 +526,8 @@ def _prepare_out(run: Run, resumed: bool) -> None:
     try:
         os.makedirs(run.config.out, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        raise ValueError(
-            f"--out: {run.config.out} must be a directory (or a path to create), but a file is in the way"
+        raise checks.ParameterError(
+            "out", f"{run.config.out} must be a directory (or a path to create), but a file is in the way"
         ) from None
     if not run.is_main:
         return
@@ -731,9 +733,10 @@ def _augment_state_of_rank(saved: dict[str, Any], rank: int, world: int, path: s
     states = saved.get("gpu_augment")
     if not isinstance(states, list) or len(states) != world:
         count = len(states) if isinstance(states, list) else 0
-        raise ValueError(
-            f"--resume: {path} holds the device augmentation state of {count} process(es), this run has "
-            f"{world}; resume with as many processes and the same --gpu-augment"
+        raise checks.ParameterError(
+            "resume",
+            f"needs as many processes as the run in {path} had, with the same gpu_augment: it holds the "
+            f"device augmentation state of {count} process(es), this run has {world}",
         )
     return states[rank]
 
