@@ -38,6 +38,13 @@ VARIANTS: dict[str, dict[str, object]] = {
     "rank-eval-dcl": {**_RANK, "evaluator": "dcl"},
     "rank-ens3": {**_RANK, "ensemble": 3},
     "rank-ens3-eval-dcl": {**_RANK, "ensemble": 3, "evaluator": "dcl"},
+    "rank-steps4000": {**_RANK, "steps": 4000},
+    "rank-h64": {**_RANK, "hidden": 64},
+    "rank-embed64": {**_RANK, "embed_dim": 64},
+    "rank-b64": {**_RANK, "batch_size": 64},
+    "rank-layers1": {**_RANK, "hidden_layers": 1},
+    "rank-cca": {**_RANK, "canonical": True},
+    "rank-cca-ens3": {**_RANK, "canonical": True, "ensemble": 3},
 }
 """Variant name -> the options of mitool.estimate.estimate."""
 

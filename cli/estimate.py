@@ -29,7 +29,7 @@ __all__ = ["describe", "estimate_command", "estimator_help"]
 _CLI_SETTINGS = (
     "steps", "validation_fraction", "eval_every", "patience", "batch_size", "lr", "test_fraction",
     "hidden", "hidden_layers", "embed_dim", "temperature", "eval_block", "chunk", "level", "normalise",
-    "ensemble",
+    "canonical", "ensemble",
 )  # fmt: skip
 """The fields of :class:`mitool.estimate.Settings` offered as options (defaults and help from it)."""
 
@@ -55,22 +55,20 @@ def _bound_options() -> dict[str, tuple[str, list[str]]]:
     return found
 
 
+def _option(name: str, default: object, meaning: str) -> Callable:
+    """A click option named after the Python parameter ``name``: a --name/--no-name flag for a
+    bool default, else a value of the default's type."""
+    flag = name.replace("_", "-")
+    flags = f"--{flag}/--no-{flag}" if isinstance(default, bool) else f"--{flag}"
+    kind = bool if isinstance(default, bool) else type(default)
+    return click.option(flags, name, type=kind, default=default, show_default=True, help=meaning)
+
+
 def _with_table_options(function: Callable) -> Callable:
     """Options from the tables: the Settings fields of :data:`_CLI_SETTINGS`, every bound option,
     and the baselines' options."""
     help_of = Settings.help()
-    options = []
-    for name in _CLI_SETTINGS:
-        default, meaning = help_of[name]
-        options.append(
-            click.option(
-                f"--{name.replace('_', '-')}",
-                type=type(default),
-                default=default,
-                show_default=True,
-                help=meaning,
-            )
-        )
+    options = [_option(name, *help_of[name]) for name in _CLI_SETTINGS]
     for name, (meaning, users) in _bound_options().items():
         default = _OPTION_DEFAULTS.get(name)
         options.append(
@@ -78,13 +76,9 @@ def _with_table_options(function: Callable) -> Callable:
                          help=f"{meaning} ({', '.join(users)} only).")
         )  # fmt: skip
     for baseline in baselines.BASELINES.values():
-        for name, default in baseline.options.items():
-            kind = bool if isinstance(default, bool) else type(default)
-            flag = f"--{name}/--no-{name}" if kind is bool else f"--{name}"
-            options.append(
-                click.option(flag.replace("_", "-"), name, type=kind, default=default, show_default=True,
-                             help=f"{baseline.name} only.")
-            )  # fmt: skip
+        options += [
+            _option(name, default, f"{baseline.name} only.") for name, default in baseline.options.items()
+        ]
     for option in reversed(options):
         function = option(function)
     return function

@@ -74,6 +74,7 @@ __all__ = [
     "Split",
     "Training",
     "as_pairs",
+    "canonical_maps",
     "check_evaluator",
     "confidence_interval",
     "estimate",
@@ -135,6 +136,11 @@ class Settings:
         1,
         "Critics trained on each data set (other initial weights and batches); the estimate scores "
         "their mean score, whose estimate is at least their mean estimate (the bounds are concave).",
+    )
+    canonical: bool = _setting(
+        False,
+        "Turn X and Y to their canonical (CCA) coordinates, fitted on the training rows (invertible "
+        "linear maps: the MI is unchanged; the linear dependence lands in the first coordinates).",
     )
     normalise: str = _setting(
         "standard",
@@ -324,6 +330,26 @@ def normal_scores(train: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
         )
         for array in (train, *others)
     ]
+
+
+def _inverse_root(covariance: np.ndarray) -> np.ndarray:
+    values, vectors = np.linalg.eigh(covariance)
+    values = np.maximum(values, 1e-9 * max(values.max(), 1e-300))
+    return (vectors / np.sqrt(values)) @ vectors.T
+
+
+def canonical_maps(x_train: np.ndarray, y_train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Invertible linear maps A (dx, dx) and B (dy, dy) to canonical coordinates: x -> A x and
+    y -> B y whiten each side and turn it so that the cross-covariance of the training rows is
+    diagonal, the canonical correlations in decreasing order (CCA). With W_x = S_xx^-1/2,
+    W_y = S_yy^-1/2 and the SVD W_x S_xy W_y = U D V', A = U' W_x and B = V' W_y. Invertible maps
+    of X and of Y leave the MI unchanged; the linear dependence is then in the first coordinates."""
+    x_centred, y_centred = x_train - x_train.mean(0), y_train - y_train.mean(0)
+    count = len(x_train) - 1
+    white_x = _inverse_root(x_centred.T @ x_centred / count)
+    white_y = _inverse_root(y_centred.T @ y_centred / count)
+    left, _, right = np.linalg.svd(white_x @ (x_centred.T @ y_centred / count) @ white_y)
+    return left.T @ white_x, right @ white_y
 
 
 PREPARATIONS: dict[str, Callable[..., list[np.ndarray]]] = {"standard": standardise, "rank": normal_scores}
@@ -617,6 +643,20 @@ class _Parts:
     n_pairs: int
 
 
+def _prepared_run(x: np.ndarray, y: np.ndarray, split: Split, settings: Settings) -> list[list[np.ndarray]]:
+    """One data set's [fit, validation, test] rows of x and of y, prepared (normalised, and in
+    canonical coordinates when asked) by maps fitted on its training rows."""
+    prepare = PREPARATIONS[settings.normalise]
+    prepared = [
+        prepare(data[split.train], data[split.fit], data[split.validation], data[split.test])
+        for data in (x, y)
+    ]
+    if settings.canonical:
+        map_x, map_y = canonical_maps(prepared[0][0], prepared[1][0])
+        prepared = [[part @ map_x.T for part in prepared[0]], [part @ map_y.T for part in prepared[1]]]
+    return [parts[1:] for parts in prepared]
+
+
 def _prepare(
     datasets: Sequence[tuple[object, object]], seeds: Sequence[int], settings: Settings, device: str
 ) -> _Parts:
@@ -624,20 +664,15 @@ def _prepare(
     if not pairs or len({(x.shape, y.shape) for x, y in pairs}) != 1 or len(seeds) != len(pairs):
         raise checks.ParameterError("datasets", "must be one or more (x, y) of one shape, with one seed each")
     splits = [split_pairs(len(x), settings, seed) for (x, _), seed in zip(pairs, seeds, strict=True)]
-    prepare = PREPARATIONS[settings.normalise]
+    runs = [_prepared_run(x, y, split, settings) for (x, y), split in zip(pairs, splits, strict=True)]
 
-    def parts(column: int) -> tuple[Tensor, ...]:
-        runs = []  # per run: its fit, validation and test rows, prepared by its training rows
-        for data, split in zip((pair[column] for pair in pairs), splits, strict=True):
-            runs.append(
-                prepare(data[split.train], data[split.fit], data[split.validation], data[split.test])[1:]
-            )
+    def stacked(column: int) -> tuple[Tensor, ...]:
         return tuple(
-            torch.as_tensor(np.stack([run[part] for run in runs]), dtype=torch.float32, device=device)
+            torch.as_tensor(np.stack([run[column][part] for run in runs]), dtype=torch.float32, device=device)
             for part in range(3)
         )
 
-    return _Parts(parts(0), parts(1), splits, len(pairs[0][0]))  # type: ignore[arg-type]
+    return _Parts(stacked(0), stacked(1), splits, len(pairs[0][0]))  # type: ignore[arg-type]
 
 
 class MeanCritic(nn.Module):

@@ -18,6 +18,7 @@ from mitool.estimate import (
     MeanCritic,
     Settings,
     as_pairs,
+    canonical_maps,
     check_evaluator,
     confidence_interval,
     estimate,
@@ -190,3 +191,25 @@ def test_an_ensemble_trains_several_critics_per_data_set() -> None:
     single, double = estimate(x, y, **SMALL), estimate(x, y, ensemble=2, **SMALL)
     assert (double.n_test, double.negatives_test) == (single.n_test, single.negatives_test)
     assert double.value != single.value and abs(double.value - single.value) < 0.3
+
+
+def test_canonical_maps_whiten_and_diagonalise_the_training_rows() -> None:
+    """After the maps the joint covariance is [[I, D], [D', I]] with D diagonal and decreasing,
+    and the Gaussian MI of the rows (a function of the canonical correlations) is unchanged."""
+    from mitool.baselines import gaussian_mi
+    from mitool.tasks import dense_normal
+
+    x, y = (
+        a.numpy()
+        for a in dense_normal(4, 3, 0.4).sample(2000, torch.Generator().manual_seed(0), dtype=torch.float64)
+    )
+    map_x, map_y = canonical_maps(x, y)
+    turned_x, turned_y = x @ map_x.T, y @ map_y.T
+    joint = np.cov(np.hstack([turned_x, turned_y]).T)
+    np.testing.assert_allclose(joint[:4, :4], np.eye(4), atol=1e-8)
+    np.testing.assert_allclose(joint[4:, 4:], np.eye(3), atol=1e-8)
+    cross = joint[:4, 4:]
+    diagonal = np.diagonal(cross)
+    np.testing.assert_allclose(cross, np.pad(np.diag(diagonal), ((0, 1), (0, 0))), atol=1e-8)
+    assert np.all(np.diff(np.abs(diagonal)) <= 1e-12)
+    assert gaussian_mi(turned_x, turned_y, False) == pytest.approx(gaussian_mi(x, y, False), rel=1e-9)
