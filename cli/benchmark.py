@@ -26,7 +26,8 @@ __all__ = ["benchmark"]
     default="default,ksg,gaussian",
     show_default=True,
     help="Comma-separated estimators: default (mitool estimate's defaults), ksg, gaussian, a bound "
-    "(with the separable critic) or <bound>-<critic>, e.g. infonce-concat, smile-separable.",
+    "(with the separable critic) or <bound>-<critic>, e.g. infonce-concat, smile-separable; each may "
+    "add settings of mitool estimate as :key=value, e.g. infonce-concat:hidden=64:batch_size=64.",
 )
 @click.option(
     "--tasks", default=None, help="Comma-separated task names (see --list-tasks); default: the suite."

@@ -54,6 +54,14 @@ def test_estimator_names() -> None:
     assert {"default", "ksg", "gaussian", "infonce", "nwj-separable"} <= set(estimator_names())
     with pytest.raises(ParameterError, match="^estimators has an unknown estimator 'magic'"):
         parse_estimator("magic")
+    narrow = parse_estimator("infonce-concat:hidden=64:lr=0.001:canonical=true:normalise=rank")
+    assert narrow.call() == {"estimator": "infonce", "critic": "concat", "hidden": 64, "lr": 0.001,
+                             "canonical": True, "normalise": "rank"}  # fmt: skip
+    assert parse_estimator("ksg:k=3").call() == {"estimator": "ksg", "k": 3}
+    with pytest.raises(
+        ParameterError, match="^estimators has 'magic=1' in 'infonce:magic=1': settings are key=value"
+    ):
+        parse_estimator("infonce:magic=1")
 
 
 def test_every_estimator_sees_the_same_data_and_tasks_differ() -> None:

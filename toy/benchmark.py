@@ -17,7 +17,9 @@ goes to rank i mod WORLD_SIZE; rank 0 waits for all cells and writes
 
 Estimators are named as in ``mitool estimate``: ``default`` (``mitool.estimate.estimate`` with its
 defaults), ``ksg``, ``gaussian``, a bound (with the default critic) or ``<bound>-<critic>``
-(``smile-concat``).
+(``smile-concat``), each optionally followed by ``:key=value`` settings of the estimate
+(``infonce-concat:hidden=64:batch_size=64``); the name with its settings is the estimator's name
+in the results.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import numpy as np
 import torch
 
 from mitool import baselines, bounds, checks, critics, suite
-from mitool.estimate import DivergenceError, estimate, estimate_runs
+from mitool.estimate import DivergenceError, Settings, estimate, estimate_runs
 from mitool.files import atomic_write_json, read_csv, write_csv
 from mitool.tasks import Task
 from mitool.toy.study import SettingsDiffer, distributed_rank, versions
@@ -88,19 +90,50 @@ def estimator_names() -> list[str]:
     return names + [f"{bound}-{critic}" for bound in bounds.NAMES for critic in critics.NAMES]
 
 
+def _setting_value(text: str) -> object:
+    """A setting's value as typed: a whole number, a number, true/false, or the text itself."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def _settings_of(name: str, items: Sequence[str]) -> dict[str, object]:
+    """``key=value`` items of an estimator's name as options of mitool.estimate.estimate."""
+    known = {*Settings.names(), *(o for b in bounds.BOUNDS.values() for o in b.option_names), "evaluator"}
+    known |= {o for baseline in baselines.BASELINES.values() for o in baseline.options}
+    options = {}
+    for item in items:
+        key, equals, value = item.partition("=")
+        if not equals or key not in known:
+            raise checks.ParameterError(
+                "estimators",
+                f"has {item!r} in {name!r}: settings are key=value with a key of {', '.join(sorted(known))}",
+            )
+        options[key] = _setting_value(value)
+    return options
+
+
 def parse_estimator(name: str) -> EstimatorSpec:
-    """The estimator called ``name`` (ParameterError "estimators ..." listing the forms)."""
-    if name == "default":
-        return EstimatorSpec(name)
-    if name in baselines.BASELINES or name in bounds.NAMES:
-        return EstimatorSpec(name, name)
-    bound, _, critic = name.partition("-")
+    """The estimator called ``name``: ``default``, a baseline, a bound or ``<bound>-<critic>``,
+    optionally followed by settings of :func:`mitool.estimate.estimate`, each ``:key=value``
+    (``infonce-concat:hidden=64:batch_size=64``). ParameterError "estimators ..." otherwise."""
+    base, *items = name.split(":")
+    options = _settings_of(name, items)
+    if base == "default":
+        return EstimatorSpec(name, options=options)
+    if base in baselines.BASELINES or base in bounds.NAMES:
+        return EstimatorSpec(name, base, options=options)
+    bound, _, critic = base.partition("-")
     if bound in bounds.NAMES and critic in critics.NAMES:
-        return EstimatorSpec(name, bound, critic)
+        return EstimatorSpec(name, bound, critic, options)
     raise checks.ParameterError(
         "estimators",
-        f"has an unknown estimator {name!r}; use default, {', '.join(baselines.BASELINES)}, a bound "
-        f"({', '.join(bounds.NAMES)}) or <bound>-<critic> with a critic of {', '.join(critics.NAMES)}",
+        f"has an unknown estimator {base!r}; use default, {', '.join(baselines.BASELINES)}, a bound "
+        f"({', '.join(bounds.NAMES)}) or <bound>-<critic> with a critic of {', '.join(critics.NAMES)}, "
+        "each optionally with :key=value settings",
     )
 
 
