@@ -45,15 +45,14 @@ BIAS_LIMIT = 3.0
 STAIRCASE_MARGIN = 3.0
 """The staircase's axis shows estimates up to this many nats above the largest true MI."""
 
-_STATISTICS = {  # column: (axis label, spread column, title)
-    "bias": (r"bias $\hat{I} - I$ (nats)", "bias_seed_sd", "Bias of the MI estimate against K"),
-    "std": (r"std of $\hat{I}$ (nats)", "std_seed_sd", "Standard deviation of the MI estimate against K"),
-    "grad_norm": (
-        r"gradient norm $\Vert\partial\mathcal{L}/\partial\theta\Vert_2$",
-        "grad_norm_seed_sd",
-        "Gradient norm of the loss against K",
-    ),
-}
+_LAST_HALF = "the estimates of the last half of each stage, pooled over seeds"
+_STATISTICS = {  # column: (axis label, spread column, title, what the line is over)
+    "bias": (r"bias $\hat{I} - I$ (nats)", "bias_seed_sd", "Bias of the MI estimate against K", _LAST_HALF),
+    "std": (r"std of $\hat{I}$ (nats)", "std_seed_sd", "Standard deviation of the MI estimate against K",
+            _LAST_HALF),
+    "grad_norm": (r"gradient norm $\Vert\partial\mathcal{L}/\partial\theta\Vert_2$", "grad_norm_seed_sd",
+                  "Gradient norm of the loss against K", "every step of each stage, averaged over seeds"),
+}  # fmt: skip
 _STYLES = ("-", ":", "-.", "--")  # by critics.NAMES: separable solid, cosine dashed
 _SYMBOLS = {"alpha": r"\alpha"}  # how a bound's option is written in mathtext
 _CLIPPED = {"marker": "^", "markersize": 7, "linestyle": ""}
@@ -272,8 +271,7 @@ def figure_against_k(
     figure.tight_layout()
     seeds = max(int(r.get("n_seeds") or 0) + int(r.get("diverged") or 0) for r in summary)
     band = "; bands: ± 1 s.d. over seeds of each seed's own value" if drawn["band"] else ""
-    _caption(figure, f"Statistics of the last half of each stage, pooled over seeds{band}. "
-             f"{_protocol(settings, seeds)}.")  # fmt: skip
+    _caption(figure, f"Lines: {_STATISTICS[column][3]}{band}. {_protocol(settings, seeds)}.")
     return figure
 
 
@@ -318,14 +316,18 @@ def _stair_limits(truth: np.ndarray, lines: list[np.ndarray], caps: list[float])
 
 def _mark_clipped_line(axis: plt.Axes, steps: np.ndarray, line: np.ndarray, low: float, high: float,
                        colour: str) -> bool:  # fmt: skip
-    """A triangle on the edge where the line leaves the axis (at its most extreme point beyond)."""
+    """A triangle on the edge where the line first leaves the axis, written with the most extreme
+    value it reaches beyond it ("max 920")."""
     marked = False
-    for beyond, edge, marker, offset in ((line > high, high, "^", -11), (line < low, low, "v", 6)):
+    for beyond, edge, marker, offset, word in (
+        (line > high, high, "^", -10, "max"), (line < low, low, "v", 4, "min"),
+    ):  # fmt: skip
         if beyond.any():
-            extreme = int(np.nanargmax(np.where(beyond, np.abs(line), -np.inf)))
-            axis.plot([steps[extreme]], [edge], marker=marker, color=colour, markersize=7, clip_on=False)
-            axis.annotate(f"{line[extreme]:.3g}", (steps[extreme], edge), textcoords="offset points",
-                          xytext=(0, offset), ha="center", fontsize=7, color=colour)  # fmt: skip
+            first = int(np.argmax(beyond))
+            extreme = line[beyond].max() if word == "max" else line[beyond].min()
+            axis.plot([steps[first]], [edge], marker=marker, color=colour, markersize=7, clip_on=False)
+            axis.annotate(f"{word} {extreme:.3g}", (steps[first], edge), textcoords="offset points",
+                          xytext=(5, offset), ha="left", fontsize=7, color=colour)  # fmt: skip
             marked = True
     return marked
 
