@@ -86,7 +86,7 @@ def test_pretrain_knn_linear_and_plot_end_to_end(tmp_path) -> None:
     with open(os.path.join(out, "curves.svg")) as file:
         svg = file.read()
     # the title names the method, the loss with its option, the negatives and the batch
-    assert "simo, loss eqco, alpha 256, K = 4 of batch 8, batch 8" in svg
+    assert "simo, loss eqco, alpha 256, K = 4 sampled per query, batch 8" in svg
     assert "vision knn" in svg and "vision linear" in svg and "kNN monitor" in svg
     _assert_one_line_error(_run("plot", out, "--output", str(tmp_path / "x.pdf"), "--format", "svg"),
                            "--format svg does not match the output")  # fmt: skip

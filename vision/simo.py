@@ -130,7 +130,7 @@ class SiMo(MomentumMethod):
 
     @classmethod
     def describe_negatives(cls, config: PretrainConfig) -> str:
-        return f"K = {config.negatives} of batch {config.batch_size}"
+        return f"K = {config.negatives} sampled per query"
 
     def forward(self, view_1: Tensor, view_2: Tensor) -> BoundResult:
         self.update_key_encoder()
