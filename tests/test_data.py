@@ -240,9 +240,7 @@ def test_corrupt_jpeg_is_skipped_and_counted(tmp_path, num_workers):
     (tmp_path / "train" / "cat" / "junk.jpg").write_bytes(b"this is not a jpeg")
     info = dataset_info("imagefolder", data_dir=tmp_path)
     dataset = load_dataset("imagefolder", "train", data_dir=tmp_path, transform=eval_transform(info, 16))
-    loader = make_loader(
-        dataset, batch_size=4, shuffle=True, workers=num_workers, seed=0, drop_last=False
-    )
+    loader = make_loader(dataset, batch_size=4, shuffle=True, workers=num_workers, seed=0, drop_last=False)
     skipped_images = SkippedImages()
     seen = 0
     for inputs, labels, skipped in loader:
