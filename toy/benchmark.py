@@ -40,7 +40,7 @@ from mitool import baselines, bounds, checks, critics, suite
 from mitool.estimate import DivergenceError, Settings, estimate, estimate_runs
 from mitool.files import atomic_write_json, read_csv, write_csv
 from mitool.tasks import Task
-from mitool.toy.study import SettingsDiffer, distributed_rank, versions
+from mitool.toy.study import SettingsDiffer, distributed_rank, make_out, versions
 
 __all__ = [
     "RESULT_COLUMNS",
@@ -266,14 +266,6 @@ def _check_or_write_config(out: Path, plan: Plan, rank: int) -> None:
         raise SettingsDiffer(out, differences)
 
 
-def _make_out(out: Path) -> Path:
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise checks.ParameterError("out", f"must be a directory; {out} is a file")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
 def interruption_note(out: Path, plan: Plan) -> str:
     """One line for a benchmark stopped midway: which cells are finished and how to resume."""
     cells = plan.cells()
@@ -316,7 +308,7 @@ def run_benchmark(
     OUT/results.csv; returns its path on rank 0, None elsewhere. ``progress_factory(total)`` is
     called with the number of cells this rank runs and returns ``progress(done, note)``, called
     before and after each cell; ``log`` gets one-line messages (skipped cells, divergences)."""
-    out = _make_out(out)
+    out = make_out(out)
     rank, world = distributed_rank()
     _check_or_write_config(out, plan, rank)
     cells = plan.cells()

@@ -42,6 +42,7 @@ __all__ = [
     "cell_specs",
     "distributed_rank",
     "interruption_note",
+    "make_out",
     "run_cell",
     "summarize",
     "sweep",
@@ -314,7 +315,8 @@ def _check_or_write_config(out: Path, config: dict, rank: int) -> None:
         atomic_write_json(path, config)
 
 
-def _make_out(out: Path) -> Path:
+def make_out(out: Path) -> Path:
+    """``out`` as a Path, created with its parents; ParameterError("out") when it names a file."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise checks.ParameterError("out", f"must be a directory; {out} is a file")
@@ -404,7 +406,7 @@ def sweep(
     :class:`SettingsDiffer`. Interrupted (KeyboardInterrupt), the finished cells stay saved:
     :func:`interruption_note` says which.
     """
-    out = _make_out(out)
+    out = make_out(out)
     rank, world = distributed_rank()
     _check_or_write_config(out, study_config("sweep", grid, settings), rank)
     mine = [cell for index, cell in enumerate(grid.cells()) if index % world == rank]
@@ -433,7 +435,7 @@ def run(
             raise checks.ParameterError(
                 parameter, f"takes one value in a single run, got {len(values)}; a sweep takes lists"
             )
-    out = _make_out(out)
+    out = make_out(out)
     specs = cell_specs(grid, grid.critics[0], grid.negatives[0])
     records = run_cell(specs, settings, out, progress=progress, log=log, mark_done=False)
     atomic_write_json(out / "config.json", study_config("run", grid, settings))
