@@ -135,7 +135,7 @@ def estimate_command(x: str, y: str, as_json: bool, quiet: bool, **options) -> N
 def _applicable(estimator: str, options: dict) -> dict:
     """The options that apply to ``estimator``: a baseline's own options (and the seed and level),
     or everything but the baselines' options; eqco's alpha default only for eqco; None dropped."""
-    if estimator != "eqco" and options.get("alpha") == DEFAULT_ALPHA:
+    if not bounds.takes_option(estimator, "alpha") and options.get("alpha") == DEFAULT_ALPHA:
         options.pop("alpha")
     options = {key: value for key, value in options.items() if value is not None}
     if estimator in baselines.BASELINES:

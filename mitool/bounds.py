@@ -630,6 +630,12 @@ def _bound(name: str) -> Bound:
     return BOUNDS[checks.choice("name", name, NAMES)]
 
 
+def takes_option(name: str, option: str) -> bool:
+    """Whether the bound called ``name`` takes the option ``option`` (eqco: alpha); False for a name
+    outside the table (a baseline estimator such as ksg)."""
+    return name in BOUNDS and option in BOUNDS[name].option_names
+
+
 def get(name: str, **options: float) -> Callable[[Tensor, Tensor], BoundResult]:
     """The bound called ``name`` (one of :data:`NAMES`) as a function ``(pos, neg) -> BoundResult``.
 

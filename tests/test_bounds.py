@@ -457,3 +457,14 @@ def test_pure_mine_under_vmap_equals_one_mine_object_per_run() -> None:
             assert single.mi.item() == pytest.approx(mi[run].item(), rel=1e-6)
             assert torch.allclose(neg_run.grad, grad[run], atol=1e-7)
             assert runs[run].log_average.item() == pytest.approx(log_average[run].item(), rel=1e-6)
+
+
+def test_takes_option_reads_the_table() -> None:
+    """Which bound takes which option comes from BOUNDS alone (toy, vision sweep and the CLI ask it)."""
+    taking = {name: [o for o in ("alpha", "sigma", "clip", "rate") if bounds.takes_option(name, o)]
+              for name in bounds.NAMES}  # fmt: skip
+    assert taking == {
+        "infonce": [], "eqco": ["alpha"], "dcl": [], "dclw": ["sigma"], "nwj": [], "dv": [],
+        "mine": ["rate"], "js": [], "smile": ["clip"],
+    }  # fmt: skip
+    assert not bounds.takes_option("ksg", "alpha")

@@ -117,7 +117,13 @@ class Grid:
 def cell_specs(grid: Grid, critic: str, negatives: int) -> list[RunSpec]:
     """The runs of one cell: every estimator and seed at this critic and K."""
     return [
-        RunSpec(estimator, critic, negatives, seed, alpha=grid.alpha if estimator == "eqco" else None)
+        RunSpec(
+            estimator,
+            critic,
+            negatives,
+            seed,
+            alpha=grid.alpha if bounds.takes_option(estimator, "alpha") else None,
+        )
         for estimator in grid.estimators
         for seed in range(grid.first_seed, grid.first_seed + grid.seeds)
     ]

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mitool.bounds import INFONCE_FAMILY, takes_option
 from mitool.checks import ParameterError
 from mitool.files import atomic_write_json, write_csv
 from mitool.progress import Progress
@@ -144,7 +145,7 @@ def _combinations(grid: Grid, default_loss: Callable[[str], str]) -> list[dict[s
     ):
         if method_class(method).negatives_meaning is None:
             negatives = None
-        if (loss or default_loss(method)) != "eqco":
+        if not takes_option(loss or default_loss(method), "alpha"):
             alpha = None
         settings = dict(method=method, loss=loss, negatives=negatives, alpha=alpha, batch_size=batch,
                         temperature=temperature, seed=seed)  # fmt: skip
@@ -162,8 +163,9 @@ def _check_axes_apply(grid: Grid, default_loss: Callable[[str], str]) -> None:
     ):
         raise ParameterError("negatives", f"does not apply to {', '.join(grid.method)}; leave it out")
     losses = {loss or default_loss(method) for loss in grid.loss for method in grid.method}
-    if any(value is not None for value in grid.alpha) and "eqco" not in losses:
-        raise ParameterError("alpha", "applies to the eqco loss only; add eqco to --loss")
+    with_alpha = [name for name in INFONCE_FAMILY if takes_option(name, "alpha")]
+    if any(value is not None for value in grid.alpha) and not losses & set(with_alpha):
+        raise ParameterError("alpha", f"applies to the {', '.join(with_alpha)} loss only; add it to --loss")
 
 
 def expand(grid: Grid, base: Any, out: str | os.PathLike) -> list[SweepRun]:
