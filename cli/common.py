@@ -97,12 +97,35 @@ def resumable_run(label: str, note: Callable[[], str], bars: Sequence[Progress])
         command = click.get_current_context().command
         named = [(flag_of(command, name) or name, there, now) for name, there, now in error.differences]
         raise SettingsDiffer(error.out, named) from None
+    except Exception as error:
+        stop = _interruption_behind(error)
+        if stop is None:
+            raise
+        _report_stop(label, note, bars, stop)
     except KeyboardInterrupt as stop:
-        for bar in bars:
-            bar.close()
-        number = signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT
-        log_line(f"{label} stopped by {number.name}: {note()}")
-        sys.exit(128 + int(number))
+        _report_stop(label, note, bars, stop)
     finally:
         for bar in bars:
             bar.close()
+
+
+def _interruption_behind(error: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM that ``error`` was raised while handling, if any: a signal that lands
+    inside torch.func's vmap can surface as torch's RuntimeError with the interrupt as its context."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _report_stop(
+    label: str, note: Callable[[], str], bars: Sequence[Progress], stop: KeyboardInterrupt
+) -> None:
+    for bar in bars:
+        bar.close()
+    number = signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT
+    log_line(f"{label} stopped by {number.name}: {note()}")
+    sys.exit(128 + int(number))
