@@ -22,8 +22,9 @@ second view, the head, the momentum encoder and the bound.
     python bench/fashion_mnist.py --throughput-only --device cuda --arch resnet50 --image-size 224 \\
         --channels 3 --precision bf16 --batch-size 64                                  # GPU throughput
 
-Calibration (REFERENCE.md, same kind of machine): raw pixels 78.9%, random small CNN 79.4%,
-plain SimCLR/InfoNCE small CNN 81.0% after 6 minutes.
+Measured with this script on the 2-core CPU (README, "Fashion-MNIST on a 2-core CPU"): raw pixels
+78.85%, the small CNN at its random initialisation 79.42% and 78.77% (seeds 0 and 1), pretrained
+82.5% to 83.8% after 11 to 14 minutes.
 """
 
 from __future__ import annotations
