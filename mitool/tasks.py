@@ -56,16 +56,10 @@ __all__ = [
 ]
 
 
-def _check_dim(dim: int) -> int:
-    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-        raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
-    return dim
-
-
 def rho_to_mi(rho: float, dim: int) -> float:
     """MI in nats of d independent pairs of unit Gaussians with correlation rho:
     -dim/2 * log(1 - rho^2). Needs |rho| < 1 and dim >= 1."""
-    _check_dim(dim)
+    checks.whole_number("dim", dim, 1)
     rho = float(rho)
     if not abs(rho) < 1:
         raise ValueError(f"rho must satisfy |rho| < 1, got {rho}")
@@ -75,7 +69,7 @@ def rho_to_mi(rho: float, dim: int) -> float:
 def mi_to_rho(mi: float, dim: int) -> float:
     """The correlation rho >= 0 at which d Gaussian pairs share ``mi`` nats:
     sqrt(1 - exp(-2 mi / dim)). Needs mi >= 0 (finite) and dim >= 1."""
-    _check_dim(dim)
+    checks.whole_number("dim", dim, 1)
     mi = float(mi)
     if not (mi >= 0 and math.isfinite(mi)):
         raise ValueError(f"mi must be a finite number >= 0 (nats), got {mi}")
@@ -104,7 +98,7 @@ class CorrelatedGaussian:
     def __init__(
         self, dim: int, mi: float | None = None, rho: float | None = None, transform: str | None = None
     ) -> None:
-        self.dim = _check_dim(dim)
+        self.dim = checks.whole_number("dim", dim, 1)
         if (mi is None) == (rho is None):
             raise ValueError("give exactly one of mi (nats, >= 0) or rho (|rho| < 1)")
         if rho is not None:
@@ -135,7 +129,7 @@ class CorrelatedGaussian:
         dtype: torch.dtype = torch.float32,
     ) -> tuple[Tensor, Tensor]:
         """n joint samples (x, y), each of shape (n, dim)."""
-        _check_count(n)
+        checks.whole_number("n", n, 1)
         x = torch.randn(n, self.dim, generator=generator, device=device, dtype=dtype)
         noise = torch.randn(n, self.dim, generator=generator, device=device, dtype=dtype)
         y = self.rho * x + math.sqrt(1.0 - self.rho**2) * noise
@@ -149,7 +143,7 @@ class CorrelatedGaussian:
         dtype: torch.dtype = torch.float32,
     ) -> Tensor:
         """n samples of the marginal p(y) (the transform applied), shape (n, dim): extra negatives."""
-        _check_count(n)
+        checks.whole_number("n", n, 1)
         return self._apply(torch.randn(n, self.dim, generator=generator, device=device, dtype=dtype))
 
     def log_density_ratio(self, x: Tensor, y: Tensor) -> Tensor:
@@ -166,11 +160,6 @@ class CorrelatedGaussian:
         conditional = (y - self.rho * x).pow(2).sum(-1) / (2.0 * one_minus)
         marginal = y.pow(2).sum(-1) / 2.0
         return marginal - conditional - 0.5 * self.dim * math.log(one_minus)
-
-
-def _check_count(n: int) -> None:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n (the number of samples) must be an integer >= 1, got {n!r}")
 
 
 @dataclass(frozen=True)
@@ -271,7 +260,7 @@ class Task:
     ) -> tuple[Tensor, Tensor]:
         """n joint samples: x of shape (n, dim_x) and y of shape (n, dim_y). ``generator`` is a CPU
         generator (the samples are drawn in float64 on the CPU, then converted)."""
-        _check_count(n)
+        checks.whole_number("n", n, 1)
         x, y = self._draw(n, generator)
         return x.to(device=device, dtype=dtype), y.to(device=device, dtype=dtype)
 
