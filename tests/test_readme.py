@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -22,8 +23,50 @@ def test_the_readme_has_python_examples():
 def test_the_readme_python_examples_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": "readme"}
-    for number, block in enumerate(python_blocks(README.read_text()), start=1):
-        try:
-            exec(compile(block, f"README.md python block {number}", "exec"), namespace)
-        except Exception as error:  # pragma: no cover - the message names the block
-            pytest.fail(f"README.md python block {number} failed: {type(error).__name__}: {error}")
+    threads = torch.get_num_threads()  # the examples size torch's threads; the other tests keep theirs
+    try:
+        for number, block in enumerate(python_blocks(README.read_text()), start=1):
+            try:
+                exec(compile(block, f"README.md python block {number}", "exec"), namespace)
+            except Exception as error:  # pragma: no cover - the message names the block
+                pytest.fail(f"README.md python block {number} failed: {type(error).__name__}: {error}")
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_the_readme_links_only_to_files_in_the_repository():
+    """Every relative link of README.md and docs/*.md names a file or folder that exists (the
+    README once cited a REFERENCE.md that is not in the repository)."""
+    root = README.parent
+    for page in [README, *sorted((root / "docs").glob("*.md"))]:
+        text = page.read_text()
+        targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+        missing = [t for t in targets if "://" not in t and not (page.parent / t).exists()]
+        assert not missing, (page.name, missing)
+        assert "REFERENCE.md" not in text, page.name
+
+
+def test_the_readme_estimate_example_reproduces(tmp_path, monkeypatch):
+    """The README's `mitool estimate` example, run as written: the same sentence, numbers within
+    0.02 nats (another CPU may round differently and stop training at another step)."""
+    from click.testing import CliRunner
+
+    from mitool.cli.main import main
+
+    block = re.search(
+        r"^\$ python -c \"(.*?)\"\n\$ mitool estimate (.*?)\n(.*?)\n```", README.read_text(), re.M | re.S
+    )
+    assert block, "the README's mitool estimate example"
+    code, arguments, expected = block.group(1).replace("\\\n", ""), block.group(2).split(), block.group(3)
+    monkeypatch.chdir(tmp_path)
+    threads = torch.get_num_threads()
+    try:
+        exec(code, {})
+        result = CliRunner().invoke(main, ["estimate", *arguments], catch_exceptions=False)
+    finally:
+        torch.set_num_threads(threads)
+    number = r"-?\d+(?:\.\d+)?"
+    got, want = result.stdout.strip(), expected.strip()
+    assert re.sub(number, "#", got) == re.sub(number, "#", want), (got, want)
+    got_value, want_value = (float(re.search(r"= (-?\d+\.\d+)", text).group(1)) for text in (got, want))
+    assert abs(got_value - want_value) < 0.02, (got, want)
