@@ -77,7 +77,8 @@ def _with_table_options(function: Callable) -> Callable:
         )  # fmt: skip
     for baseline in baselines.BASELINES.values():
         options += [
-            _option(name, default, f"{baseline.name} only.") for name, default in baseline.options.items()
+            _option(name, default, f"{baseline.meanings[name]} ({baseline.name} only).")
+            for name, default in baseline.options.items()
         ]
     for option in reversed(options):
         function = option(function)

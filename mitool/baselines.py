@@ -110,12 +110,21 @@ def neighbour_counts(
     return _tree_counts(x, y, k) if method == "tree" else _all_pairs_counts(x, y, k)
 
 
-def ksg(x: np.ndarray, y: np.ndarray, k: int = 5, method: str = "auto") -> float:
-    """KSG estimator I of I(X; Y) in nats, on each column standardised (see the module)."""
+def ksg(x: np.ndarray, y: np.ndarray, k: int = 5, method: str = "auto", k_max: int = 0) -> float:
+    """KSG estimator I of I(X; Y) in nats, on each column standardised (see the module):
+    psi(k) + psi(n) - mean_i[psi(n_x(i) + 1) + psi(n_y(i) + 1)]. With ``k_max`` > k, an ensemble
+    over k: the mean of the estimates for k, k + 1, ..., k_max (0, the default: k alone)."""
     n = len(x)
     checks.whole_number("k", k, 1, n - 1)
-    count_x, count_y = neighbour_counts(standardise_columns(x), standardise_columns(y), k, method)
-    return float(digamma(k) + digamma(n) - np.mean(digamma(count_x + 1) + digamma(count_y + 1)))
+    checks.whole_number("k_max", k_max, 0, n - 1)
+    if 0 < k_max < k:
+        raise checks.ParameterError("k_max", f"must be 0 (k alone) or at least k = {k}, got {k_max}")
+    x, y = standardise_columns(x), standardise_columns(y)
+    values = []
+    for neighbours in range(k, max(k, k_max) + 1):
+        count_x, count_y = neighbour_counts(x, y, neighbours, method)
+        values.append(digamma(neighbours) + digamma(n) - np.mean(digamma(count_x + 1) + digamma(count_y + 1)))
+    return float(np.mean(values))
 
 
 def _expected_log_det_bias(dim: int, degrees: int) -> float:
@@ -157,23 +166,27 @@ def subsample_values(
 @dataclass(frozen=True)
 class Baseline:
     """A non-neural estimator: ``function(x, y, **options) -> nats``, its options with defaults, the
-    fewest pairs per subset it needs (as a function of the joint dimension), and a summary."""
+    fewest pairs per subset it needs (as a function of the joint dimension), a summary, and what
+    each option means."""
 
     name: str
     function: Callable[..., float]
     summary: str
     options: dict[str, object]
     min_pairs: Callable[[int], int]
+    meanings: dict[str, str]
 
 
 BASELINES: dict[str, Baseline] = {
     "ksg": Baseline(
-        "ksg", ksg, "KSG nearest neighbours (estimator I, max-norm, standardised data)", {"k": 5},
+        "ksg", ksg, "KSG nearest neighbours (estimator I, max-norm, standardised data)", {"k": 5, "k_max": 0},
         lambda dim: 20,
+        {"k": "neighbours", "k_max": "above k: the mean of the estimates for k .. k_max (0: k alone)"},
     ),
     "gaussian": Baseline(
         "gaussian", gaussian_mi, "MI of the Gaussian with the sample covariance (CCA), bias-corrected",
         {"bias_correction": True}, lambda dim: dim + 10,
+        {"bias_correction": "remove the small-sample bias of the log-determinants"},
     ),
 }  # fmt: skip
 """The baselines by name."""

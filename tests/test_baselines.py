@@ -93,3 +93,22 @@ def test_standard_errors_come_from_disjoint_subsets() -> None:
         estimate_baseline("ksg", x[:10], y[:10])
     with pytest.raises(ParameterError, match="^bias_correction is not an option of ksg"):
         estimate_baseline("ksg", x, y, bias_correction=False)
+
+
+def test_ksg_ensemble_over_k_is_the_mean_of_the_single_k_estimates() -> None:
+    """k_max > k averages the estimates for k .. k_max, each the plain formula on plain counts."""
+    from scipy.special import digamma
+
+    task = dense_normal(2, 2)
+    x, y = normal_pairs(task, 400, 3)
+    standard = [(a - a.mean(0)) / a.std(0) for a in (x, y)]
+    singles = []
+    for k in (3, 4, 5, 6):
+        count_x, count_y = plain_counts(*standard, k)
+        singles.append(digamma(k) + digamma(400) - np.mean(digamma(count_x + 1) + digamma(count_y + 1)))
+    assert ksg(x, y, k=3, k_max=6) == pytest.approx(np.mean(singles), abs=1e-9)
+    assert ksg(x, y, k=3, k_max=3) == pytest.approx(singles[0], abs=1e-9) == ksg(x, y, k=3)
+    result = estimate_baseline("ksg", x, y, k=3, k_max=6)
+    assert result.value == pytest.approx(np.mean(singles), abs=1e-9) and result.options["k_max"] == 6
+    with pytest.raises(ParameterError, match="k_max must be 0 .k alone. or at least k = 5, got 2"):
+        ksg(x, y, k=5, k_max=2)
