@@ -35,7 +35,7 @@ like 1/n. It covers the sampling noise of the n pairs, not the estimator's bias.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,13 +66,17 @@ def standardise_columns(data: np.ndarray) -> np.ndarray:
     return (data - data.mean(axis=0)) / np.where(scale > 0, scale, 1.0)
 
 
-def _tree_counts(x: np.ndarray, y: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def _tree_counts(x: np.ndarray, y: np.ndarray, ks: Sequence[int]) -> list[tuple[np.ndarray, np.ndarray]]:
     joint = np.hstack([x, y])
-    distances, _ = cKDTree(joint).query(joint, k=k + 1, p=np.inf)  # the point itself comes first
-    radius = np.nextafter(distances[:, k], 0.0)  # "strictly within": the largest float below eps
-    count_x = cKDTree(x).query_ball_point(x, radius, p=np.inf, return_length=True) - 1
-    count_y = cKDTree(y).query_ball_point(y, radius, p=np.inf, return_length=True) - 1
-    return np.asarray(count_x), np.asarray(count_y)
+    distances, _ = cKDTree(joint).query(joint, k=max(ks) + 1, p=np.inf)  # the point itself comes first
+    tree_x, tree_y = cKDTree(x), cKDTree(y)
+    counts = []
+    for k in ks:
+        radius = np.nextafter(distances[:, k], 0.0)  # "strictly within": the largest float below eps
+        count_x = tree_x.query_ball_point(x, radius, p=np.inf, return_length=True) - 1
+        count_y = tree_y.query_ball_point(y, radius, p=np.inf, return_length=True) - 1
+        counts.append((np.asarray(count_x), np.asarray(count_y)))
+    return counts
 
 
 def _max_norm_distances(rows: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
@@ -84,18 +88,30 @@ def _max_norm_distances(rows: torch.Tensor, points: torch.Tensor) -> torch.Tenso
 
 
 def _all_pairs_counts(
-    x: np.ndarray, y: np.ndarray, k: int, chunk: int = 256
-) -> tuple[np.ndarray, np.ndarray]:
+    x: np.ndarray, y: np.ndarray, ks: Sequence[int], chunk: int = 256
+) -> list[tuple[np.ndarray, np.ndarray]]:
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-    counts_x, counts_y = [], []
+    counts_x, counts_y = [[] for _ in ks], [[] for _ in ks]
     for start in range(0, len(x), chunk):
         distance_x = _max_norm_distances(xt[start : start + chunk], xt)
         distance_y = _max_norm_distances(yt[start : start + chunk], yt)
         # the k-th neighbour in the joint space; the point itself (distance 0) is the first value
-        radius = torch.maximum(distance_x, distance_y).kthvalue(k + 1, dim=1).values[:, None]
-        counts_x.append((distance_x < radius).sum(1) - 1)
-        counts_y.append((distance_y < radius).sum(1) - 1)
-    return torch.cat(counts_x).numpy(), torch.cat(counts_y).numpy()
+        nearest = torch.maximum(distance_x, distance_y).topk(max(ks) + 1, dim=1, largest=False).values
+        for index, k in enumerate(ks):
+            radius = nearest[:, k, None]
+            counts_x[index].append((distance_x < radius).sum(1) - 1)
+            counts_y[index].append((distance_y < radius).sum(1) - 1)
+    return [(torch.cat(cx).numpy(), torch.cat(cy).numpy()) for cx, cy in zip(counts_x, counts_y, strict=True)]
+
+
+def _neighbour_counts_for(
+    x: np.ndarray, y: np.ndarray, ks: Sequence[int], method: str
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """:func:`neighbour_counts` for each k of ``ks``, with the distances computed once."""
+    checks.choice("method", method, ("auto", "tree", "all-pairs"))
+    if method == "auto":
+        method = "tree" if x.shape[1] + y.shape[1] <= TREE_MAX_DIM else "all-pairs"
+    return _tree_counts(x, y, ks) if method == "tree" else _all_pairs_counts(x, y, ks)
 
 
 def neighbour_counts(
@@ -104,26 +120,25 @@ def neighbour_counts(
     """n_x(i), n_y(i) of KSG: the other points strictly within the max-norm distance from point i to
     its k-th nearest neighbour in the joint space. ``method``: "tree" (k-d trees), "all-pairs" or
     "auto" (trees up to :data:`TREE_MAX_DIM` joint dimensions)."""
-    checks.choice("method", method, ("auto", "tree", "all-pairs"))
-    if method == "auto":
-        method = "tree" if x.shape[1] + y.shape[1] <= TREE_MAX_DIM else "all-pairs"
-    return _tree_counts(x, y, k) if method == "tree" else _all_pairs_counts(x, y, k)
+    return _neighbour_counts_for(x, y, [k], method)[0]
 
 
 def ksg(x: np.ndarray, y: np.ndarray, k: int = 5, method: str = "auto", k_max: int = 0) -> float:
     """KSG estimator I of I(X; Y) in nats, on each column standardised (see the module):
     psi(k) + psi(n) - mean_i[psi(n_x(i) + 1) + psi(n_y(i) + 1)]. With ``k_max`` > k, an ensemble
-    over k: the mean of the estimates for k, k + 1, ..., k_max (0, the default: k alone)."""
+    over k: the mean of the estimates for k, k + 1, ..., k_max (0, the default: k alone), from one
+    computation of the distances."""
     n = len(x)
     checks.whole_number("k", k, 1, n - 1)
     checks.whole_number("k_max", k_max, 0, n - 1)
     if 0 < k_max < k:
         raise checks.ParameterError("k_max", f"must be 0 (k alone) or at least k = {k}, got {k_max}")
-    x, y = standardise_columns(x), standardise_columns(y)
-    values = []
-    for neighbours in range(k, max(k, k_max) + 1):
-        count_x, count_y = neighbour_counts(x, y, neighbours, method)
-        values.append(digamma(neighbours) + digamma(n) - np.mean(digamma(count_x + 1) + digamma(count_y + 1)))
+    ks = range(k, max(k, k_max) + 1)
+    counts = _neighbour_counts_for(standardise_columns(x), standardise_columns(y), ks, method)
+    values = [
+        digamma(neighbours) + digamma(n) - np.mean(digamma(count_x + 1) + digamma(count_y + 1))
+        for neighbours, (count_x, count_y) in zip(ks, counts, strict=True)
+    ]
     return float(np.mean(values))
 
 
