@@ -457,10 +457,8 @@ def held_out_values(
 def _ceiling_of_mean(evaluator: str, negatives: np.ndarray, options: Mapping[str, float]) -> float | None:
     """The largest value the mean over chunks can take: the mean of the chunks' ceilings
     (log(K_c + 1) for InfoNCE, K_c the chunk's negatives), None for a bound without one."""
-    bound = bounds.BOUNDS[evaluator]
-    if bound.ceiling(int(negatives[0]), options) is None:
-        return None
-    return float(np.mean([bound.ceiling(int(k), options) for k in negatives]))
+    ceilings = [bounds.BOUNDS[evaluator].ceiling(int(k), options) for k in negatives]
+    return None if ceilings[0] is None else float(np.mean(ceilings))
 
 
 def confidence_interval(values: np.ndarray, level: float) -> tuple[float, float, float, float]:
