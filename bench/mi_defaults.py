@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from mitool import suite
+from mitool.benchmark import figures as benchmark_figures
 from mitool.runtime import set_threads_to_free_cores
-from mitool.toy import benchmark_figures
 from mitool.toy.benchmark import EstimatorSpec, Plan, parse_estimator, run_benchmark
 
 OLD = {"normalise": "standard", "hidden": 256, "batch_size": 128}

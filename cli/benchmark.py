@@ -1,4 +1,4 @@
-"""``mitool benchmark``: a thin click shell over :mod:`mitool.toy.benchmark`."""
+"""``mitool benchmark``: a thin click shell over :mod:`mitool.benchmark`."""
 
 from __future__ import annotations
 
@@ -6,16 +6,10 @@ from pathlib import Path
 
 import click
 
-from mitool import suite
-from mitool.cli.common import check_device, log_line, resumable_run
+from mitool.benchmark.suites import SUITES
+from mitool.cli.common import check_device, log_line, parse_list, resumable_run
 from mitool.cli.errors import FriendlyCommand
-from mitool.progress import Progress
-from mitool.runtime import set_threads_to_free_cores
-from mitool.toy import benchmark_figures
-from mitool.toy.benchmark import Plan, interruption_note, plan_from_names, run_benchmark
-from mitool.toy.config import parse_list
-from mitool.toy.plots import FORMATS, check_format
-from mitool.toy.study import distributed_rank
+from mitool.figures import FORMATS, check_format
 
 __all__ = ["benchmark"]
 
@@ -36,7 +30,7 @@ __all__ = ["benchmark"]
     "--suite",
     "suite_name",
     default=None,
-    help=f"A named suite, one of {', '.join(suite.SUITES)} (default main).",
+    help=f"A named suite, one of {', '.join(SUITES)} (default main).",
 )
 @click.option("--sizes", default="5000", show_default=True, help="Comma-separated sample sizes n.")
 @click.option("--seeds", type=int, default=5, show_default=True, help="Seeds per cell (0 .. N-1).")
@@ -69,10 +63,15 @@ def benchmark(
     same OUT skips finished cells (Ctrl-C or SIGTERM says which are saved). Under `torchrun
     --nproc-per-node N` cell i goes to rank i mod N and rank 0 writes the results.
     """
+    from mitool.benchmark import figures, suites
+    from mitool.benchmark.run import plan_from_names
+    from mitool.runner import Launch
+    from mitool.runtime import set_threads_to_free_cores
+
     set_threads_to_free_cores()
     if list_tasks:
-        for name in suite.SUITES:
-            for task in suite.suite(name):
+        for name in suites.SUITES:
+            for task in suites.suite(name):
                 click.echo(f"{name}\t{task.name}\t{task.family}\t{task.dim_x}x{task.dim_y}\t{task.mi:.4f}")
         return
     check_device(device)
@@ -85,17 +84,22 @@ def benchmark(
         seeds,
     )
     out_path = Path(out)
-    results = _run(out_path, plan, device, quiet)
+    launch = Launch.from_environment()
+    results = _run(out_path, plan, device, quiet, launch)
     if results is None:
-        rank, world = distributed_rank()
-        click.echo(f"rank {rank} of {world}: cells done; rank 0 writes {out_path / 'results.csv'}")
+        click.echo(
+            f"rank {launch.rank} of {launch.world}: cells done; rank 0 writes {out_path / 'results.csv'}"
+        )
         return
-    for path in [results, *benchmark_figures.redraw(out_path, file_format)]:
+    for path in [results, *figures.redraw(out_path, file_format)]:
         click.echo(f"wrote {path}")
 
 
-def _run(out: Path, plan: Plan, device: str, quiet: bool) -> Path | None:
+def _run(out: Path, plan, device: str, quiet: bool, launch) -> Path | None:
     """run_benchmark with a progress bar over this rank's cells, in :func:`resumable_run`'s shell."""
+    from mitool.benchmark.run import interruption_note, run_benchmark
+    from mitool.progress import Progress
+
     bars: list[Progress] = []
 
     def factory(total: int):
@@ -103,4 +107,4 @@ def _run(out: Path, plan: Plan, device: str, quiet: bool) -> Path | None:
         return bars[-1].set_done
 
     with resumable_run("benchmark", lambda: interruption_note(out, plan), bars):
-        return run_benchmark(out, plan, device, progress_factory=factory, log=log_line)
+        return run_benchmark(out, plan, factory, log_line, launch, device)

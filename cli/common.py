@@ -1,5 +1,5 @@
-"""Pieces the command-line modules share: the device check, one-line logs, progress callbacks, and
-SIGTERM handled as Ctrl-C."""
+"""Pieces the command-line modules share: comma-separated lists, the device check, one-line logs,
+progress callbacks, and the shell of a resumable run (SIGTERM handled as Ctrl-C)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,46 @@ from collections.abc import Callable, Iterator, Sequence
 
 import click
 
+from mitool import checks
 from mitool.checks import ParameterError
 from mitool.progress import Progress
+from mitool.runner import RanksMissing, SettingsDiffer, Terminated, sigterm_as_interrupt
 
 __all__ = [
-    "Terminated",
     "check_device",
+    "command_line",
     "log_line",
+    "parse_list",
     "progress_reporter",
     "resumable_run",
-    "sigterm_as_interrupt",
 ]
+
+
+def parse_list(parameter: str, text: str, kind: type, unique: bool = True) -> list:
+    """Split a comma-separated value into a list of ``kind`` (str, int or float). An empty item
+    ("2,,4", a trailing comma) is an error, and with ``unique`` so is a repeated value (it would
+    train the same runs twice and count them twice in the summary). Errors name ``parameter``."""
+    items = [item.strip() for item in str(text).split(",")]
+    if not any(items):
+        raise checks.ParameterError(parameter, f"needs a comma-separated list, got {text!r}")
+    if not all(items):
+        raise checks.ParameterError(
+            parameter, f"has an empty item in {text!r} (two commas, or one at an end)"
+        )
+    parsed = []
+    for item in items:
+        try:
+            parsed.append(kind(item))
+        except ValueError:
+            name = "whole numbers" if kind is int else "numbers"
+            raise checks.ParameterError(parameter, f"must be comma-separated {name}, got {item!r}") from None
+    if unique:
+        repeated = sorted({str(value) for value in parsed if parsed.count(value) > 1})
+        if repeated:
+            raise checks.ParameterError(
+                parameter, f"may list each value once, got {', '.join(repeated)} twice or more"
+            )
+    return parsed
 
 
 def progress_reporter(bar: Progress) -> Callable[..., None]:
@@ -32,6 +61,20 @@ def progress_reporter(bar: Progress) -> Callable[..., None]:
         bar.set_done(done, text)
 
     return report
+
+
+def command_line(*extra: str) -> str:
+    """The command that ran, to type again: the program by the path that ran it (a virtual
+    environment need not be active), then its arguments and ``extra``, quoted for the shell."""
+    import os
+    import shlex
+
+    program = sys.argv[0]
+    if os.path.basename(program) == "main.py" or program.endswith("-m"):  # python -m mitool.cli.main
+        words = [sys.executable, "-m", "mitool.cli.main"]
+    else:
+        words = [os.path.abspath(program) if os.sep in program or os.path.exists(program) else program]
+    return shlex.join([*words, *sys.argv[1:], *extra])
 
 
 def log_line(message: str) -> None:
@@ -58,37 +101,15 @@ def check_device(device: str) -> None:
         )
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the program is, as Ctrl-C raises KeyboardInterrupt."""
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Within ``with``, SIGTERM stops the program as SIGINT (Ctrl-C) does; in the main thread only."""
-
-    def terminate(number: int, frame: object) -> None:
-        raise Terminated
-
-    try:
-        previous = signal.signal(signal.SIGTERM, terminate)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 @contextlib.contextmanager
 def resumable_run(label: str, note: Callable[[], str], bars: Sequence[Progress]) -> Iterator[None]:
     """The shell of a resumable command (``toy sweep``, ``benchmark``) around its work: SIGTERM acts
     as Ctrl-C, and on either the progress ``bars`` are closed, one line ``<label> stopped by
     SIGINT: <note()>`` (what is saved, how to resume) goes to stderr and the program exits with
-    128 + the signal's number. A :class:`mitool.toy.study.SettingsDiffer` is re-raised with the
-    settings named by the command's options (``--seeds`` for ``seeds``)."""
+    128 + the signal's number. A :class:`mitool.runner.SettingsDiffer` is re-raised with the
+    settings named by the command's options (``--seeds`` for ``seeds``); ranks that never came
+    (:class:`mitool.runner.RanksMissing`) are one line, exit 1."""
     from mitool.cli.errors import flag_of
-    from mitool.toy.study import SettingsDiffer
 
     try:
         with sigterm_as_interrupt():
@@ -97,6 +118,8 @@ def resumable_run(label: str, note: Callable[[], str], bars: Sequence[Progress])
         command = click.get_current_context().command
         named = [(flag_of(command, name) or name, there, now) for name, there, now in error.differences]
         raise SettingsDiffer(error.out, named) from None
+    except RanksMissing as error:
+        raise click.ClickException(str(error)) from None
     except Exception as error:
         stop = _interruption_behind(error)
         if stop is None:

@@ -29,11 +29,10 @@ def flag_of(command: click.Command, parameter: str) -> str | None:
 
 
 def user_message(error: BaseException, command: click.Command | None) -> str:
-    """One line: the error's message, with a parameter named as the user typed it."""
-    if isinstance(error, ParameterError) and command is not None:
-        flag = flag_of(command, error.parameter)
-        if flag is not None:
-            return f"{flag} {error.problem}".splitlines()[0]
+    """One line: the error's message, with the parameters it names spelled as the user types them
+    (the command's flags)."""
+    if isinstance(error, ParameterError) and command is not None and flag_of(command, error.parameter):
+        return error.render(lambda name: flag_of(command, name) or name).splitlines()[0]
     text = str(error)
     if isinstance(error, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
         if error.filename is not None and error.strerror:  # OSError's own form, not a library message
@@ -52,13 +51,18 @@ class FriendlyCommand(click.Command):
 
 
 class FriendlyGroup(click.Group):
-    """A group whose commands and sub-groups are friendly too (errors as one line, exit 2)."""
+    """A group whose commands and sub-groups are friendly too: errors as one line, exit 2, click's
+    own (a bad choice, a missing argument) included, without the usage lines."""
 
     command_class = FriendlyCommand
 
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         try:
             return super().invoke(ctx)
+        except click.UsageError as error:
+            if error.ctx is None:
+                raise
+            raise click.UsageError(error.format_message().splitlines()[0], ctx=None) from None
         except _REPORTED as error:
             raise click.UsageError(user_message(error, None), ctx=None) from None
 

@@ -9,7 +9,6 @@ prints as one line with the option of the same Python name (``--batch-size must 
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import fields
@@ -18,12 +17,13 @@ from pathlib import Path
 import click
 
 from mitool import bounds, critics, tasks
-from mitool.cli.common import check_device, log_line, progress_reporter, resumable_run
+from mitool.cli.common import check_device, log_line, parse_list, progress_reporter, resumable_run
 from mitool.cli.errors import FriendlyGroup
 from mitool.progress import Progress
+from mitool.runner import Launch
 from mitool.runtime import set_threads_to_free_cores
 from mitool.toy import plots, study
-from mitool.toy.config import DEFAULT_ALPHA, MAX_NEGATIVES, ToySettings, parse_list
+from mitool.toy.config import DEFAULT_ALPHA, MAX_NEGATIVES, ToySettings
 
 __all__ = ["toy"]
 
@@ -108,20 +108,7 @@ def _settings(values: dict) -> ToySettings:
     """ToySettings from the options of the same names (``--mi`` parsed as a list)."""
     settings = {field.name: values[field.name] for field in fields(ToySettings)}
     settings["mi_values"] = tuple(parse_list("mi_values", values["mi_values"], float, unique=False))
-    settings["device"] = _device_of_this_process(values["device"])
     return ToySettings(**settings)
-
-
-def _device_of_this_process(device: str) -> str:
-    """Under torchrun (LOCAL_RANK set) a plain ``cuda`` means this process's own GPU, cuda:LOCAL_RANK
-    (modulo the GPUs present), so that N processes of one machine do not all share cuda:0."""
-    local_rank = os.environ.get("LOCAL_RANK")
-    if device != "cuda" or local_rank is None:
-        return device
-    import torch
-
-    count = torch.cuda.device_count()
-    return f"cuda:{int(local_rank) % count}" if count else device
 
 
 def _grid(values: dict) -> study.Grid:
@@ -191,8 +178,10 @@ def _run_sweep(out: str, grid: study.Grid, settings: ToySettings, quiet: bool, f
     with resumable_run("toy sweep", lambda: study.interruption_note(out_path, grid), bars):
         summary = study.sweep(out_path, grid, settings, progress_factory=factory, log=log_line)
     if summary is None:
-        rank, world = study.distributed_rank()
-        click.echo(f"rank {rank} of {world}: cells done; rank 0 writes {out_path / 'summary.csv'}")
+        launch = Launch.from_environment()
+        click.echo(
+            f"rank {launch.rank} of {launch.world}: cells done; rank 0 writes {out_path / 'summary.csv'}"
+        )
         return
     _echo_written([summary, *plots.redraw(out_path, file_format)])
 

@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import click
 
 from mitool import checks
 from mitool.checks import ParameterError
-from mitool.cli.common import log_line
+from mitool.cli.common import command_line, log_line, parse_list, resumable_run
 from mitool.cli.errors import FriendlyCommand
-from mitool.runtime import free_cores, set_threads_to_free_cores
 from mitool.vision.backbones import ARCHITECTURES
 from mitool.vision.config import DEVICES, GPU_AUGMENT_MODES, LOSSES, PRECISIONS
 from mitool.vision.datasets import DATASETS
@@ -20,33 +18,6 @@ from mitool.vision.methods import METHODS
 from mitool.vision.sweep import Grid
 
 __all__ = ["sweep"]
-
-
-def _values(parameter: str, text: str | None, kind: type) -> tuple:
-    """A comma-separated option as a tuple of ``kind``; (None,) when not given (the method's
-    default). ParameterError naming the option for an item that is not a ``kind`` or repeated."""
-    if text is None:
-        return (None,)
-    items = [item.strip() for item in text.split(",") if item.strip()]
-    try:
-        values = tuple(kind(item) for item in items)
-    except ValueError:
-        name = {int: "whole numbers", float: "numbers"}.get(kind, "names")
-        raise ParameterError(parameter, f"takes comma-separated {name}, got {text!r}") from None
-    if not values or len(set(values)) < len(values):
-        raise ParameterError(parameter, f"takes a comma-separated list without repeats, got {text!r}")
-    return values
-
-
-def _launcher_rank() -> tuple[int, int]:
-    """(RANK, WORLD_SIZE) as torchrun sets them; (0, 1) without a launcher."""
-    try:
-        rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        raise ValueError("RANK and WORLD_SIZE must be whole numbers (as torchrun sets them)") from None
-    if not 0 <= rank < world:
-        raise ValueError(f"RANK must be in [0, WORLD_SIZE), got RANK={rank}, WORLD_SIZE={world}")
-    return rank, world
 
 
 def _device_of_this_process(device: str) -> None:
@@ -121,8 +92,10 @@ def sweep(**options) -> None:
       mitool vision sweep --method simo --loss eqco,infonce --negatives 4,16,64,256 --alpha 256 \\
           --seeds 0,1 --arch small-cnn --dataset fashion-mnist --batch-size 256 --epochs 3 --out OUT
     """
+    from mitool.runner import Launch
+    from mitool.runtime import free_cores, set_threads_to_free_cores
     from mitool.vision.config import PretrainConfig
-    from mitool.vision.sweep import Evaluation, SweepFailed, SweepInterrupted, expand, run_sweep
+    from mitool.vision.sweep import Evaluation, SweepFailed, expand, run_sweep
 
     set_threads_to_free_cores()
     grid = _grid(options)
@@ -131,14 +104,13 @@ def sweep(**options) -> None:
     quiet, out = options.pop("quiet"), options["out"]
     _device_of_this_process(options["device"])
     runs = expand(grid, PretrainConfig(knn_every=0, **options), out)
-    rank, world = _launcher_rank()
+    launch = Launch.from_environment()
     threads = max(1, free_cores() // parallel) if options["device"] == "cpu" else None
-    if rank == 0:
+    if launch.rank == 0:
         log_line(f"vision sweep: {len(runs)} runs into {os.path.join(out, 'runs')}, {parallel} at a time")
     try:
-        summary = run_sweep(runs, evaluation, out, parallel, rank, world, not quiet, log_line, threads)
-    except SweepInterrupted as stopped:
-        _report_interruption(stopped, len(runs))
+        with resumable_run("vision sweep", lambda: _interruption_note(runs), []):
+            summary = run_sweep(runs, evaluation, out, parallel, launch, not quiet, log_line, threads)
     except SweepFailed as error:
         raise click.ClickException(str(error)) from None
     if summary is not None:
@@ -149,23 +121,28 @@ def sweep(**options) -> None:
 EVALUATION_OPTIONS = ("knn_k", "knn_temperature", "knn_max_samples", "linear_epochs")
 
 
+_GRID_TYPES = {"method": str, "loss": str, "negatives": int, "alpha": float, "batch_size": int,
+               "temperature": float, "seeds": int}  # fmt: skip
+
+
 def _grid(options: dict) -> Grid:
-    """The grid's axes, taken out of ``options`` (comma-separated; None: the method's default)."""
-    return Grid(
-        method=_values("method", options.pop("method"), str),
-        loss=_values("loss", options.pop("loss"), str),
-        negatives=_values("negatives", options.pop("negatives"), int),
-        alpha=_values("alpha", options.pop("alpha"), float),
-        batch_size=_values("batch_size", options.pop("batch_size"), int),
-        temperature=_values("temperature", options.pop("temperature"), float),
-        seeds=_values("seeds", options.pop("seeds"), int),
+    """The grid's axes, taken out of ``options`` (comma-separated; not given: the method's default)."""
+    axes = {}
+    for name, kind in _GRID_TYPES.items():
+        text = options.pop(name)
+        axes[name] = (None,) if text is None else tuple(parse_list(name, text, kind))
+    return Grid(**axes)
+
+
+def _interruption_note(runs) -> str:
+    """Which runs finished, which resume from their checkpoint, and the command that resumes."""
+    from pathlib import Path
+
+    finished = [run.name for run in runs if (Path(run.config["out"]) / "result.json").is_file()]
+    started = [run.name for run in runs if run.name not in finished
+               and (Path(run.config["out"]) / "checkpoint.pt").is_file()]  # fmt: skip
+    resuming = (
+        f"; interrupted, they resume from their last checkpoint: {', '.join(started)}" if started else ""
     )
-
-
-def _report_interruption(stopped, total: int) -> None:
-    """Which runs finished, which resume, the command to resume; exit 130 (SIGINT) or 143 (SIGTERM)."""
-    log_line(f"stopped by signal {stopped.signal_number}: {len(stopped.finished)} of {total} runs finished")
-    if stopped.interrupted:
-        log_line(f"interrupted (they resume from their last checkpoint): {', '.join(stopped.interrupted)}")
-    log_line("resume with the same command: " + " ".join(sys.argv))
-    sys.exit(130 if stopped.signal_number == 2 else 143)
+    done = f"{len(finished)} of {len(runs)} runs finished{resuming}"
+    return f"{done}; resume with the same command: {command_line()}"

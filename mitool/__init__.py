@@ -3,11 +3,13 @@ tasks with analytic MI.
 
     from mitool import bounds, critics, tasks
     result = bounds.infonce(pos, neg)     # result.loss to minimise, result.mi in nats
+
+Importing ``mitool`` loads nothing heavy: its submodules are imported when first reached
+(``mitool.bounds``, ``mitool.critics``, ...), and torch when first used.
 """
 
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
-
-from mitool import bounds, critics, tasks
 
 try:
     __version__ = version("mitool")
@@ -15,3 +17,9 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
 __all__ = ["__version__", "bounds", "critics", "tasks"]
+
+
+def __getattr__(name: str) -> object:
+    if name in ("bounds", "critics", "tasks"):
+        return import_module(f"mitool.{name}")
+    raise AttributeError(f"module 'mitool' has no attribute {name!r}")

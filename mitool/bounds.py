@@ -30,19 +30,24 @@ fused paths, the toy study, the estimator, vision, the command line) reads it.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-
-import torch
-import torch.nn.functional as F
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from mitool import checks
+from mitool.lazy import lazy_import
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch")  # loaded at the first bound computed: the table below needs no torch
 
 __all__ = [
     "BOUNDS",
     "CRITIC_OPTIMA",
+    "DIVERGENCE_THRESHOLD",
     "INFONCE_FAMILY",
     "NAMES",
     "Bound",
@@ -89,7 +94,7 @@ class BoundResult:
 
 def _check_scores(pos: Tensor, neg: Tensor) -> tuple[Tensor, Tensor]:
     """Validate shapes and dtypes; return both as float32 (no copy when already float32)."""
-    if not isinstance(pos, Tensor) or not isinstance(neg, Tensor):
+    if not isinstance(pos, torch.Tensor) or not isinstance(neg, torch.Tensor):
         raise ValueError(
             f"pos and neg must be torch tensors, got {type(pos).__name__} and {type(neg).__name__}"
         )
@@ -115,8 +120,10 @@ def _log_mean_exp(scores: Tensor) -> Tensor:
     return torch.logsumexp(scores.reshape(-1), dim=0) - math.log(scores.numel())
 
 
-class _RowLogSumExp(torch.autograd.Function):
-    """lse_i = log sum_k e^{s_ik} over the last dimension, with a lean backward pass.
+@functools.cache
+def _row_logsumexp_function() -> type:
+    """lse_i = log sum_k e^{s_ik} over the last dimension, with a lean backward pass (an autograd
+    Function, made at its first use so that the table of bounds loads without torch).
 
     torch.logsumexp's own backward computes grad * exp(s - lse) as three (B, K) temporaries; here
     the gradient is built in place in one (B, K) buffer, which is the gradient itself: the
@@ -124,26 +131,29 @@ class _RowLogSumExp(torch.autograd.Function):
     Works under torch.func.vmap and for double backward.
     """
 
-    generate_vmap_rule = True
+    class RowLogSumExp(torch.autograd.Function):
+        generate_vmap_rule = True
 
-    @staticmethod
-    def forward(scores: Tensor) -> Tensor:
-        return torch.logsumexp(scores, dim=-1)
+        @staticmethod
+        def forward(scores: Tensor) -> Tensor:
+            return torch.logsumexp(scores, dim=-1)
 
-    @staticmethod
-    def setup_context(ctx, inputs: tuple[Tensor], output: Tensor) -> None:
-        ctx.save_for_backward(inputs[0], output)
+        @staticmethod
+        def setup_context(ctx, inputs: tuple[Tensor], output: Tensor) -> None:
+            ctx.save_for_backward(inputs[0], output)
 
-    @staticmethod
-    def backward(ctx, grad_lse: Tensor) -> Tensor:
-        scores, lse = ctx.saved_tensors
-        if torch.is_grad_enabled():  # double backward: out-of-place, differentiable
-            return torch.exp(scores - lse.unsqueeze(-1)) * grad_lse.unsqueeze(-1)
-        return torch.sub(scores, lse.unsqueeze(-1)).exp_().mul_(grad_lse.unsqueeze(-1))
+        @staticmethod
+        def backward(ctx, grad_lse: Tensor) -> Tensor:
+            scores, lse = ctx.saved_tensors
+            if torch.is_grad_enabled():  # double backward: out-of-place, differentiable
+                return torch.exp(scores - lse.unsqueeze(-1)) * grad_lse.unsqueeze(-1)
+            return torch.sub(scores, lse.unsqueeze(-1)).exp_().mul_(grad_lse.unsqueeze(-1))
+
+    return RowLogSumExp
 
 
 def _row_logsumexp(scores: Tensor) -> Tensor:
-    return _RowLogSumExp.apply(scores)
+    return _row_logsumexp_function().apply(scores)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -156,8 +166,8 @@ def split_scores(scores: Tensor) -> tuple[Tensor, Tensor]:
     pos = diag(S), shape (B,); neg[i] = the off-diagonal row S[i, j != i] in order, shape
     (B, B-1), so K = B - 1. B must be >= 2.
     """
-    if not isinstance(scores, Tensor) or scores.dim() != 2 or scores.shape[0] != scores.shape[1]:
-        shape = tuple(scores.shape) if isinstance(scores, Tensor) else type(scores).__name__
+    if not isinstance(scores, torch.Tensor) or scores.dim() != 2 or scores.shape[0] != scores.shape[1]:
+        shape = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
         raise ValueError(f"scores must be a square (B, B) tensor, got {shape}")
     batch = scores.shape[0]
     if batch < 2:
@@ -305,7 +315,7 @@ def from_negative_logsumexp(
     checks.choice("name", name, INFONCE_FAMILY)
     bound = BOUNDS[name]
     checks.whole_number("num_negatives", num_negatives, 1)
-    if not isinstance(neg_lse, Tensor) or neg_lse.dim() != 1:
+    if not isinstance(neg_lse, torch.Tensor) or neg_lse.dim() != 1:
         raise ValueError(
             f"neg_lse must be a tensor of shape (B,), got {getattr(neg_lse, 'shape', neg_lse)!r}"
         )
@@ -428,7 +438,7 @@ def js(pos: Tensor, neg: Tensor) -> BoundResult:
     Shapes: (B,), (B, K) -> scalars.
     """
     pos, neg = _check_scores(pos, neg)
-    loss = F.softplus(-pos).mean() + F.softplus(neg).mean()
+    loss = torch.nn.functional.softplus(-pos).mean() + torch.nn.functional.softplus(neg).mean()
     mi = pos.mean() + 1.0 - torch.exp(_log_mean_exp(neg))
     return BoundResult(loss=loss, mi=mi)
 
@@ -445,13 +455,17 @@ def smile(pos: Tensor, neg: Tensor, clip: float = 5.0) -> BoundResult:
     """
     clip = checks.positive("clip", clip)
     pos, neg = _check_scores(pos, neg)
-    loss = F.softplus(-pos).mean() + F.softplus(neg).mean()
+    loss = torch.nn.functional.softplus(-pos).mean() + torch.nn.functional.softplus(neg).mean()
     mi = pos.mean() - _log_mean_exp(neg.clamp(-clip, clip))
     return BoundResult(loss=loss, mi=mi)
 
 
 # ----------------------------------------------------------------------------------------------
 # the table of bounds: every name, option and default of a bound is written here and only here
+
+DIVERGENCE_THRESHOLD = 1000.0
+"""An estimate that is NaN, infinite or beyond this many nats has run away (no data set of this
+world holds 1000 nats): the toy study stops such a run, the estimators raise DivergenceError."""
 
 CRITIC_OPTIMA: dict[str, str] = {
     "per-anchor shift": "log p(y|x)/p(y) + c(x), any function c of the anchor",

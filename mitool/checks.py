@@ -12,19 +12,30 @@ the option the user typed (``--batch-size must be a whole number >= 2, got 1``).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 __all__ = ["ParameterError", "choice", "fraction", "number", "positive", "whole_number"]
 
 
 class ParameterError(ValueError):
     """A bad argument. ``parameter``: its name (a Python parameter); ``problem``: the rest of the
-    message, what is allowed and what was given. ``str(error)`` is ``f"{parameter} {problem}"``."""
+    message, what is allowed and what was given. ``str(error)`` is ``f"{parameter} {problem}"``.
 
-    def __init__(self, parameter: str, problem: str) -> None:
-        super().__init__(f"{parameter} {problem}")
+    ``listed``: other parameters the message names (the settings an estimator has, say), written in
+    ``problem`` as ``{listed}``; :meth:`render` spells them (and ``parameter``) as the interface
+    that raised the error does: ``batch_size`` in Python, ``--batch-size`` on the command line."""
+
+    def __init__(self, parameter: str, problem: str, listed: tuple[str, ...] = ()) -> None:
         self.parameter = parameter
-        self.problem = problem
+        self.template = problem
+        self.listed = tuple(listed)
+        self.problem = problem.replace("{listed}", ", ".join(self.listed))
+        super().__init__(f"{parameter} {self.problem}")
+
+    def render(self, spell: Callable[[str], str]) -> str:
+        """The message with every parameter spelled by ``spell`` (e.g. the command's flag)."""
+        listed = ", ".join(spell(name) for name in self.listed)
+        return f"{spell(self.parameter)} {self.template.replace('{listed}', listed)}"
 
 
 def whole_number(

@@ -8,7 +8,8 @@ and cancel.
 
 Every map works on rows, (n, d) -> (n, d') in float64:
 
-* coordinate-wise: ``half-cube`` x sqrt|x|, ``asinh``, ``normal-cdf`` (Phi, onto (0, 1)), ``wiggly``
+* coordinate-wise: ``cubic`` x^3, ``half-cube`` x sqrt|x|, ``asinh``, ``normal-cdf`` (Phi, onto
+  (0, 1)), ``wiggly``
   (x plus small sines, strictly increasing), ``bimodal`` (the inverse CDF of a two-Gaussian mixture
   applied to Phi(x): a unit Gaussian becomes the bimodal mixture);
 * ``spiral``: x -> R(|x|^2 / d) x, the rotation R(theta) = exp(theta A) turning the plane of the
@@ -24,11 +25,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from mitool import checks
+from mitool.lazy import lazy_import
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch")  # the table of maps is read without torch; a map loads it when applied
 
 __all__ = ["MAPS", "Map", "bisect_increasing"]
 
@@ -56,6 +61,14 @@ def bisect_increasing(
         low = torch.where(below, middle, low)
         high = torch.where(below, high, middle)
     return 0.5 * (low + high)
+
+
+def _cube(x: Tensor) -> Tensor:
+    return x.pow(3)
+
+
+def _cube_root(z: Tensor) -> Tensor:
+    return torch.sign(z) * z.abs().pow(1.0 / 3.0)
 
 
 def _half_cube(x: Tensor) -> Tensor:
@@ -146,6 +159,11 @@ class Map:
     max_dim: int | None = None
     grows_to: int | None = None
 
+    @property
+    def coordinatewise(self) -> bool:
+        """The map acts on each coordinate alone (the same function on each)."""
+        return self.grows_to is None and self.min_dim == 1
+
     def output_dim(self, dim: int) -> int:
         """d' for inputs of dimension ``dim`` (ParameterError when this map does not take ``dim``)."""
         checks.whole_number("dim", dim, self.min_dim, self.max_dim)
@@ -155,11 +173,78 @@ class Map:
         return self.forward(x)
 
 
+def _mixture_quantile_map(
+    name: str, weights: tuple[float, ...], means: tuple[float, ...], scale: float = 1.0
+) -> Map:
+    """u in (0, 1) -> F^-1(u) for the Gaussian mixture F = sum_i w_i Phi((z - m_i) / s): a
+    uniform coordinate becomes the mixture (the "Beyond Normal" benchmark's bimodal marginals,
+    which it inverts by bisection on [-10, 10]; here on the mixture's own range)."""
+    low, high = min(means) - 40.0 * scale, max(means) + 40.0 * scale
+
+    def cdf(z: Tensor) -> Tensor:
+        return sum(w * _normal_cdf((z - m) / scale) for w, m in zip(weights, means, strict=True))
+
+    def quantile(u: Tensor) -> Tensor:
+        return bisect_increasing(cdf, u, torch.full_like(u, low), torch.full_like(u, high))
+
+    summary = " + ".join(f"{w:g} N({m:g}, {scale:g}^2)" for w, m in zip(weights, means, strict=True))
+    return Map(name, quantile, cdf, f"(0, 1) onto the mixture {summary} (its quantile function)")
+
+
+def _wiggly_map(name: str, wiggles: tuple[tuple[float, float, float], ...]) -> Map:
+    """x -> x + sum_j a_j sin(w_j x + c_j), strictly increasing when sum_j a_j w_j < 1."""
+    reach = sum(abs(a) for a, _, _ in wiggles)
+
+    def forward(x: Tensor) -> Tensor:
+        return x + sum(a * torch.sin(w * x + c) for a, w, c in wiggles)
+
+    def inverse(z: Tensor) -> Tensor:
+        return bisect_increasing(forward, z, z - reach, z + reach)
+
+    terms = " ".join(f"{'+' if a > 0 else '-'} {abs(a):g} sin({w:g} x {'+' if c >= 0 else '-'} {abs(c):g})"
+                     for a, w, c in wiggles)  # fmt: skip
+    return Map(name, forward, inverse, f"x {terms}")
+
+
+def _spiral_map(name: str, first: int, second: int) -> Map:
+    """x -> R(|x|^2 / d) x, R(theta) turning the plane of coordinates (first, second) by theta
+    (exp(theta A) for the generator A of that plane: A[first, second] = -1, A[second, first] = 1)."""
+
+    def turn(x: Tensor, sign: float) -> Tensor:
+        angle = sign * x.pow(2).sum(-1) / x.shape[1]
+        cos, sin = torch.cos(angle), torch.sin(angle)
+        turned = x.clone()
+        turned[:, first] = cos * x[:, first] - sin * x[:, second]
+        turned[:, second] = sin * x[:, first] + cos * x[:, second]
+        return turned
+
+    return Map(
+        name, lambda x: turn(x, 1.0), lambda z: turn(z, -1.0),
+        f"coordinates {first} and {second} turned by |x|^2 / d", second + 1,
+    )  # fmt: skip
+
+
+_UNIT_ROLL_SCALE = 21.0
+"""The swiss roll of the "Beyond Normal" benchmark divides by 21 (its docstring: "to make the scale
+more similar (but not identical) to the original (0, 1)")."""
+
+
+def _unit_swiss_roll(u: Tensor) -> Tensor:
+    theta = _ROLL_START + _ROLL_SPAN * u[:, 0]
+    return torch.stack([theta * torch.cos(theta), theta * torch.sin(theta)], dim=1) / _UNIT_ROLL_SCALE
+
+
+def _unit_swiss_roll_inverse(z: Tensor) -> Tensor:
+    theta = _UNIT_ROLL_SCALE * torch.linalg.vector_norm(z, dim=1)
+    return ((theta - _ROLL_START) / _ROLL_SPAN)[:, None]
+
+
 MAPS: dict[str, Map] = {
     item.name: item
     for item in (
+        Map("cubic", _cube, _cube_root, "x^3 per coordinate"),
         Map("half-cube", _half_cube, _half_cube_inverse, "x sqrt|x| per coordinate"),
-        Map("asinh", torch.asinh, torch.sinh, "asinh(x) per coordinate"),
+        Map("asinh", lambda x: torch.asinh(x), lambda z: torch.sinh(z), "asinh(x) per coordinate"),
         Map("normal-cdf", _normal_cdf, _normal_quantile, "the normal CDF per coordinate, onto (0, 1)"),
         Map("wiggly", _wiggly, _wiggly_inverse, "x + 0.4 sin x + 0.15 sin(2x + 1) + 0.05 sin(5x + 2)"),
         Map("bimodal", _bimodal, _bimodal_inverse, "N(0, 1) onto 1/2 N(-1, 0.4^2) + 1/2 N(1, 0.4^2)"),
@@ -168,3 +253,22 @@ MAPS: dict[str, Map] = {
     )
 }  # fmt: skip
 """The maps by name."""
+
+BMI_MAPS: dict[str, Map] = {
+    item.name: item
+    for item in (
+        _mixture_quantile_map("bmi-bimodal-x", (0.3, 0.7), (0.0, 5.0)),
+        _mixture_quantile_map("bmi-bimodal-y", (0.5, 0.5), (-1.0, 3.0)),
+        _wiggly_map("bmi-wiggly-x", ((0.4, 1.0, 0.0), (0.2, 1.7, 1.0), (0.03, 3.3, -2.5))),
+        _wiggly_map("bmi-wiggly-y", ((-0.4, 0.4, 0.0), (0.17, 1.3, 3.5), (0.02, 4.3, -2.5))),
+        _spiral_map("bmi-spiral-x", 0, 1),
+        _spiral_map("bmi-spiral-y", 1, 2),
+        Map("bmi-swiss-roll", _unit_swiss_roll, _unit_swiss_roll_inverse,
+            "(0, 1) rolled into two dimensions, divided by 21", 1, 1, 2),
+    )
+}  # fmt: skip
+"""The maps of the "Beyond Normal" benchmark's task list (cbg-ethz/bmi, ``bmi.benchmark.task_list``)
+where they differ from :data:`MAPS`: its bimodal marginals 0.3 N(0, 1) + 0.7 N(5, 1) for X and
+1/2 N(-1, 1) + 1/2 N(3, 1) for Y (applied to uniform coordinates), its two wiggly functions, its
+spiral (X turned in the plane of coordinates 0 and 1, Y in that of 1 and 2, each at speed 1 / d)
+and its swiss roll of a uniform coordinate (scale 1/21)."""

@@ -28,13 +28,17 @@ critic log p(x, y) / (p(x) p(y))):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from mitool import checks, maps
+from mitool.lazy import lazy_import
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch")  # the suites and names are read without torch; sampling loads it
 
 __all__ = [
     "TRANSFORMS",
@@ -44,6 +48,7 @@ __all__ = [
     "MultivariateNormal",
     "Stage",
     "Staircase",
+    "Standardised",
     "StudentT",
     "Task",
     "block_normal",
@@ -76,23 +81,17 @@ def mi_to_rho(mi: float, dim: int) -> float:
     return math.sqrt(-math.expm1(-2.0 * mi / dim))
 
 
-def _cube_root(z: Tensor) -> Tensor:
-    return torch.sign(z) * z.abs().pow(1.0 / 3.0)
-
-
-TRANSFORMS: dict[str, tuple[Callable[[Tensor], Tensor], Callable[[Tensor], Tensor]]] = {
-    "cubic": (lambda y: y.pow(3), _cube_root),
-    "asinh": (maps.MAPS["asinh"].forward, maps.MAPS["asinh"].inverse),
-    "half-cube": (maps.MAPS["half-cube"].forward, maps.MAPS["half-cube"].inverse),
-}
-"""Invertible coordinate-wise transforms of y, as (forward, inverse) pairs: they preserve the MI."""
+TRANSFORMS: tuple[str, ...] = tuple(name for name, item in maps.MAPS.items() if item.coordinatewise)
+"""The maps of :data:`mitool.maps.MAPS` that act on each coordinate alone (cubic, half-cube, asinh,
+normal-cdf, wiggly, bimodal): a correlated Gaussian's y may be put through one; the MI is unchanged."""
 
 
 class CorrelatedGaussian:
     """x ~ N(0, I_dim), y = rho x + sqrt(1 - rho^2) eps, then y -> transform(y) if given.
 
     Give exactly one of ``mi`` (nats, >= 0) or ``rho`` (|rho| < 1). ``transform`` is None or one of
-    :data:`TRANSFORMS` ("cubic", "asinh", "half-cube"); it leaves :attr:`mi` unchanged.
+    :data:`TRANSFORMS` (coordinate-wise maps of :data:`mitool.maps.MAPS`: "cubic", "asinh", ...); it
+    leaves :attr:`mi` unchanged.
     """
 
     def __init__(
@@ -116,20 +115,21 @@ class CorrelatedGaussian:
         return f"CorrelatedGaussian({settings})"
 
     def _apply(self, y: Tensor) -> Tensor:
-        return y if self.transform is None else TRANSFORMS[self.transform][0](y)
+        return y if self.transform is None else maps.MAPS[self.transform].forward(y)
 
     def _invert(self, y: Tensor) -> Tensor:
-        return y if self.transform is None else TRANSFORMS[self.transform][1](y)
+        return y if self.transform is None else maps.MAPS[self.transform].inverse(y)
 
     def sample(
         self,
         n: int,
         generator: torch.Generator | None = None,
         device: torch.device | str | None = None,
-        dtype: torch.dtype = torch.float32,
+        dtype: torch.dtype | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """n joint samples (x, y), each of shape (n, dim)."""
+        """n joint samples (x, y), each of shape (n, dim), in ``dtype`` (default float32)."""
         checks.whole_number("n", n, 1)
+        dtype = dtype or torch.float32
         x = torch.randn(n, self.dim, generator=generator, device=device, dtype=dtype)
         noise = torch.randn(n, self.dim, generator=generator, device=device, dtype=dtype)
         y = self.rho * x + math.sqrt(1.0 - self.rho**2) * noise
@@ -140,10 +140,11 @@ class CorrelatedGaussian:
         n: int,
         generator: torch.Generator | None = None,
         device: torch.device | str | None = None,
-        dtype: torch.dtype = torch.float32,
+        dtype: torch.dtype | None = None,
     ) -> Tensor:
         """n samples of the marginal p(y) (the transform applied), shape (n, dim): extra negatives."""
         checks.whole_number("n", n, 1)
+        dtype = dtype or torch.float32
         return self._apply(torch.randn(n, self.dim, generator=generator, device=device, dtype=dtype))
 
     def log_density_ratio(self, x: Tensor, y: Tensor) -> Tensor:
@@ -256,12 +257,14 @@ class Task:
         n: int,
         generator: torch.Generator | None = None,
         device: torch.device | str | None = None,
-        dtype: torch.dtype = torch.float32,
+        dtype: torch.dtype | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """n joint samples: x of shape (n, dim_x) and y of shape (n, dim_y). ``generator`` is a CPU
-        generator (the samples are drawn in float64 on the CPU, then converted)."""
+        """n joint samples: x of shape (n, dim_x) and y of shape (n, dim_y) in ``dtype`` (default
+        float32). ``generator`` is a CPU generator (the samples are drawn in float64 on the CPU, then
+        converted)."""
         checks.whole_number("n", n, 1)
         x, y = self._draw(n, generator)
+        dtype = dtype or torch.float32
         return x.to(device=device, dtype=dtype), y.to(device=device, dtype=dtype)
 
     def log_density_ratio(self, x: Tensor, y: Tensor) -> Tensor:
@@ -514,6 +517,29 @@ class Mapped(Task):
 
     def log_density_ratio(self, x: Tensor, y: Tensor) -> Tensor:
         return self.base.log_density_ratio(_invert(self.x_map, x), _invert(self.y_map, y))
+
+
+class Standardised(Task):
+    """A task whose every sample is standardised column by column with its own mean and standard
+    deviation (ddof 0), as the "Beyond Normal" benchmark's pipeline rescales its tasks before any
+    estimator sees them: an affine map per coordinate, so the MI is the base's. The map depends on
+    the sample, so there is no log density ratio. ``name`` and ``family`` default to the base's."""
+
+    def __init__(self, base: Task, name: str | None = None, family: str | None = None) -> None:
+        self.base = base
+        self.dim_x, self.dim_y, self.mi = base.dim_x, base.dim_y, base.mi
+        self.name, self.family = name or base.name, family or base.family
+
+    def _draw(self, n: int, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+        return tuple(_standardise_columns(part) for part in self.base._draw(n, generator))  # type: ignore[return-value]
+
+    def log_density_ratio(self, x: Tensor, y: Tensor) -> Tensor:
+        raise NotImplementedError(f"{self.name} standardises each sample by its own statistics")
+
+
+def _standardise_columns(rows: Tensor) -> Tensor:
+    scale = rows.std(dim=0, unbiased=False)
+    return (rows - rows.mean(dim=0)) / torch.where(scale > 0, scale, torch.ones_like(scale))
 
 
 def _as_map(parameter: str, value: str | maps.Map | None) -> maps.Map | None:

@@ -1,4 +1,5 @@
-"""KSG and the Gaussian (CCA) estimator against analytic values and plain implementations."""
+"""KSG and the Gaussian (CCA) estimator against analytic values and plain implementations, and
+the protocol they share (settings, intervals from disjoint subsets, refusals)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from mitool.baselines import estimate_baseline, gaussian_mi, ksg, neighbour_counts
+from mitool import estimators
 from mitool.checks import ParameterError
+from mitool.estimators.gaussian import gaussian_conditional_mi, gaussian_mi
+from mitool.estimators.ksg import ksg
+from mitool.estimators.neighbours import joint_neighbour_counts
 from mitool.tasks import dense_normal, sparse_normal
 
 
@@ -34,7 +38,7 @@ def test_neighbour_counts_of_trees_and_all_pairs_equal_a_plain_count(dim_x: int,
     x, y = rng.normal(size=(300, dim_x)), rng.normal(size=(300, dim_y))
     expected = plain_counts(x, y, 4)
     for method in ("tree", "all-pairs"):
-        counts = neighbour_counts(x, y, 4, method)
+        (counts,) = joint_neighbour_counts([x, y], [4], method)
         np.testing.assert_array_equal(counts[0], expected[0])
         np.testing.assert_array_equal(counts[1], expected[1])
 
@@ -84,15 +88,17 @@ def test_the_bias_correction_removes_the_small_sample_bias() -> None:
 def test_standard_errors_come_from_disjoint_subsets() -> None:
     task = dense_normal(2, 2)
     x, y = normal_pairs(task, 2000, 4)
-    result = estimate_baseline("gaussian", x, y, subsets=10, seed=0)
-    assert result.subsets == 10 and 0.005 < result.stderr < 0.05
+    result = estimators.get("gaussian", subsets=10).estimate(x, y)
+    assert "from 10 disjoint subsets" in result.interval and 0.005 < result.stderr < 0.05
     assert abs(result.value - task.mi) < 4 * result.stderr + 0.01
-    assert estimate_baseline("ksg", x[:50], y[:50]).subsets == 2  # 20 pairs per subset at least
-    assert math.isnan(estimate_baseline("ksg", x[:30], y[:30]).stderr)
-    with pytest.raises(ParameterError, match=r"^x has too few samples \(10; at least 20 for ksg\)"):
-        estimate_baseline("ksg", x[:10], y[:10])
-    with pytest.raises(ParameterError, match="^bias_correction is not an option of ksg"):
-        estimate_baseline("ksg", x, y, bias_correction=False)
+    assert (
+        "from 2 disjoint subsets" in estimators.get("ksg").estimate(x[:50], y[:50]).interval
+    )  # 20 pairs each
+    assert math.isnan(estimators.get("ksg").estimate(x[:30], y[:30]).stderr)
+    with pytest.raises(ParameterError, match=r"^x has too few samples \(10; ksg needs at least 20\)"):
+        estimators.get("ksg").estimate(x[:10], y[:10])
+    with pytest.raises(ParameterError, match="^bias_correction is not a setting of ksg"):
+        estimators.get("ksg", bias_correction=False)
 
 
 def test_ksg_ensemble_over_k_is_the_mean_of_the_single_k_estimates() -> None:
@@ -108,7 +114,30 @@ def test_ksg_ensemble_over_k_is_the_mean_of_the_single_k_estimates() -> None:
         singles.append(digamma(k) + digamma(400) - np.mean(digamma(count_x + 1) + digamma(count_y + 1)))
     assert ksg(x, y, k=3, k_max=6) == pytest.approx(np.mean(singles), abs=1e-9)
     assert ksg(x, y, k=3, k_max=3) == pytest.approx(singles[0], abs=1e-9) == ksg(x, y, k=3)
-    result = estimate_baseline("ksg", x, y, k=3, k_max=6)
-    assert result.value == pytest.approx(np.mean(singles), abs=1e-9) and result.options["k_max"] == 6
+    result = estimators.get("ksg", k=3, k_max=6).estimate(x, y)
+    assert result.value == pytest.approx(np.mean(singles), abs=1e-9) and result.details["k_max"] == 6
     with pytest.raises(ParameterError, match="k_max must be 0 .k alone. or at least k = 5, got 2"):
         ksg(x, y, k=5, k_max=2)
+
+
+def test_gaussian_conditional_mi_is_the_partial_correlation_formula() -> None:
+    """X = Z + e1, Y = Z + 0.5 e1 + e2 (a path through X besides Z): I(X; Y | Z) of the Gaussian is
+    -1/2 log(1 - r^2) with r the partial correlation of X and Y given Z, here computed from the
+    residuals of least-squares regressions on Z (an independent computation)."""
+    rng = np.random.default_rng(5)
+    z = rng.normal(size=(4000, 1))
+    x = z + rng.normal(size=(4000, 1))
+    y = z + 0.5 * (x - z) + rng.normal(size=(4000, 1))
+    residual_x = x - z @ np.linalg.lstsq(z, x, rcond=None)[0]
+    residual_y = y - z @ np.linalg.lstsq(z, y, rcond=None)[0]
+    r = np.corrcoef(residual_x[:, 0], residual_y[:, 0])[0, 1]
+    expected = -0.5 * math.log(1 - r**2)
+    assert gaussian_conditional_mi(x, y, z, bias_correction=False) == pytest.approx(expected, rel=1e-6)
+    assert estimators.get("gaussian").estimate(x, y, z).value == pytest.approx(expected, abs=0.01)
+
+
+def test_ksg_refuses_tied_data_and_points_to_the_mixture_estimator() -> None:
+    rng = np.random.default_rng(0)
+    counts = rng.poisson(4.0, size=(500, 1)).astype(float)
+    with pytest.raises(ParameterError, match="^x has .* rows that repeat .* use estimator='mixed-ksg'"):
+        estimators.get("ksg").estimate(counts, counts + rng.poisson(2.0, size=(500, 1)))

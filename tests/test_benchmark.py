@@ -1,4 +1,4 @@
-"""``mitool benchmark`` and mitool.toy.benchmark at tiny sizes: estimator names, the cells and their
+"""``mitool benchmark`` and mitool.benchmark at tiny sizes: estimator names, the cells and their
 results, resume, sharding by rank, settings that differ, the summary, and a real signal."""
 
 from __future__ import annotations
@@ -14,12 +14,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from mitool.checks import ParameterError
-from mitool.cli.main import main
-from mitool.files import read_csv
-from mitool.suite import get_task
-from mitool.toy import benchmark_figures
-from mitool.toy.benchmark import (
+from mitool.benchmark import figures as benchmark_figures
+from mitool.benchmark.run import (
     RESULT_COLUMNS,
     EstimatorSpec,
     Plan,
@@ -28,11 +24,13 @@ from mitool.toy.benchmark import (
     run_benchmark,
     task_data,
 )
-from mitool.toy.study import SettingsDiffer
+from mitool.benchmark.suites import get_task
+from mitool.checks import ParameterError
+from mitool.cli.main import main
+from mitool.files import read_csv
+from mitool.runner import SettingsDiffer
 
-TINY_NEURAL = EstimatorSpec(
-    "infonce-tiny", "infonce", "separable", {"steps": 30, "hidden": 8, "batch_size": 16}
-)
+TINY_NEURAL = EstimatorSpec("infonce-tiny", "infonce", {"steps": 30, "hidden": 8, "batch_size": 16})
 TASKS = (get_task("normal-dense-1x1-0.75"), get_task("normal-dense-2x2"))
 
 
@@ -49,19 +47,21 @@ def tiny_plan(seeds: int = 2) -> Plan:
 
 
 def test_estimator_names() -> None:
-    assert parse_estimator("smile-concat") == EstimatorSpec("smile-concat", "smile", "concat")
-    assert parse_estimator("ksg").neural is False and parse_estimator("default").call() == {}
+    assert parse_estimator("smile-concat") == EstimatorSpec("smile-concat", "smile", {"critic": "concat"})
+    assert parse_estimator("default").as_config() == {"estimator": "infonce"}
     assert {"default", "ksg", "gaussian", "infonce", "nwj-separable"} <= set(estimator_names())
     with pytest.raises(ParameterError, match="^estimators has an unknown estimator 'magic'"):
         parse_estimator("magic")
     narrow = parse_estimator("infonce-concat:hidden=64:lr=0.001:canonical=true:normalise=rank")
-    assert narrow.call() == {"estimator": "infonce", "critic": "concat", "hidden": 64, "lr": 0.001,
-                             "canonical": True, "normalise": "rank"}  # fmt: skip
-    assert parse_estimator("ksg:k=3").call() == {"estimator": "ksg", "k": 3}
+    assert narrow.as_config() == {"estimator": "infonce", "critic": "concat", "hidden": 64, "lr": 0.001,
+                                  "canonical": True, "normalise": "rank"}  # fmt: skip
+    assert parse_estimator("ksg:k=3").as_config() == {"estimator": "ksg", "k": 3}
     with pytest.raises(
         ParameterError, match="^estimators has 'magic=1' in 'infonce:magic=1': settings are key=value"
     ):
         parse_estimator("infonce:magic=1")
+    with pytest.raises(ParameterError, match="^k must be a whole number >= 1, got 0"):
+        parse_estimator("ksg:k=0")
 
 
 def test_every_estimator_sees_the_same_data_and_tasks_differ() -> None:
@@ -105,7 +105,7 @@ def test_ranks_share_the_cells_and_rank_0_combines_them(tmp_path: Path, monkeypa
     assert run_benchmark(tmp_path, plan) is None
     assert sorted(p.parent.name for p in (tmp_path / "cells").glob("*/*.csv")) == ["ksg", "ksg"]
     monkeypatch.setenv("RANK", "0")
-    rows = read_csv(run_benchmark(tmp_path, plan, poll_seconds=0.01))
+    rows = read_csv(run_benchmark(tmp_path, plan))
     assert len(rows) == 4 and [row["estimator"] for row in rows] == ["gaussian", "ksg", "gaussian", "ksg"]
 
 

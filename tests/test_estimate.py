@@ -42,12 +42,24 @@ def test_estimate_is_within_0_15_nats_of_one_nat(gaussian_files, estimator: str)
     assert abs(report["estimate"] - 1.0) < 0.15
     assert 0 < report["stderr"] < 0.15
     assert report["estimator"] == estimator
-    assert (report["n_train"], report["n_test"]) == (4000, 1000)
+    details = report["details"]
+    assert (details["n_fit"] + details["n_validation"], details["n_test"]) == (4000, 1000)
 
 
 def test_sentence_output(gaussian_files) -> None:
     x_path, y_path = gaussian_files
-    args = ["estimate", str(x_path), str(y_path), "--steps", "5", "--hidden", "8", "--quiet"]
+    args = [
+        "estimate",
+        str(x_path),
+        str(y_path),
+        "--estimator",
+        "infonce",
+        "--steps",
+        "5",
+        "--hidden",
+        "8",
+        "--quiet",
+    ]
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 0 and result.stdout.startswith("I(X; Y) = ") and "nats" in result.stdout
 
@@ -95,21 +107,31 @@ def write_bad_files(folder: Path) -> dict[str, Path]:
         (
             "good",
             "good",
-            ["--batch-size", "1000"],
+            ["--estimator", "infonce", "--batch-size", "1000"],
             "X has too few samples (50; at least 1470 for a training batch",
         ),
-        ("tiny", "tiny", [], "X has too few samples (20; at least 187 for a training batch of 128 pairs"),
+        (
+            "tiny",
+            "tiny",
+            ["--estimator", "infonce"],
+            "X has too few samples (20; at least 187 for a training batch of 128 pairs",
+        ),
         ("empty", "good", [], "X: "),
         ("header", "good", [], "holds no data rows"),
         (
             "good",
             "good",
-            ["--evaluator", "nwj"],
+            ["--estimator", "infonce", "--evaluator", "nwj"],
             "--evaluator 'nwj' is not tight for a critic trained with 'infonce'",
         ),
         ("good", "good", ["--estimator", "dcl"], "--critic 'separable' has unbounded scores"),
         ("good", "good", ["--estimator", "ksg", "--k", "0"], "--k must be a whole number"),
-        ("good", "good", ["--clip", "2"], "--clip is not an option of infonce/infonce"),
+        (
+            "good",
+            "good",
+            ["--estimator", "infonce", "--clip", "2"],
+            "--clip is not a setting of infonce (its settings: --critic, --evaluator,",
+        ),
     ],
 )
 def test_bad_data_is_one_line_with_exit_code_2(tmp_path: Path, x_name, y_name, extra, expected) -> None:
@@ -129,12 +151,20 @@ def test_defaults_do_not_overfit_a_small_data_set(tmp_path: Path) -> None:
     x, y = task.sample(3000, generator=torch.Generator().manual_seed(7))
     np.save(tmp_path / "x.npy", x.numpy())
     np.save(tmp_path / "y.npy", y.numpy())
-    args = ["estimate", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--json", "--quiet"]
+    args = [
+        "estimate",
+        str(tmp_path / "x.npy"),
+        str(tmp_path / "y.npy"),
+        "--estimator",
+        "infonce",
+        "--json",
+        "--quiet",
+    ]
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert abs(report["estimate"] - 0.56) < 0.2, report
-    assert report["best_step"] <= report["steps"] < 2000  # stopped early
+    assert abs(report["value"] - 0.56) < 0.2, report
+    assert report["details"]["best_step"] <= report["details"]["steps"] < 2000  # stopped early
 
 
 def test_a_runaway_estimate_is_one_line_naming_the_cause(gaussian_files) -> None:
@@ -166,24 +196,37 @@ def test_an_estimate_at_the_infonce_ceiling_says_so(tmp_path: Path) -> None:
     x = rng.normal(size=(300, 5))
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "y.npy", x + 0.001 * rng.normal(size=(300, 5)))
-    args = ["estimate", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--critic", "cosine",
+    args = ["estimate", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--estimator", "infonce",
+            "--critic", "cosine",
             "--temperature", "0.01", "--steps", "200", "--hidden", "16", "--batch-size", "32",
             "--eval-every", "20", "--lr", "0.01", "--eval-block", "8", "--chunk", "8", "--quiet"]  # fmt: skip
     report = json.loads(CliRunner().invoke(main, [*args, "--json"], catch_exceptions=False).stdout)
-    assert report["n_test"] == 60 and report["negatives_test"] == 6
-    assert report["at_ceiling"] is True and report["ceiling"] == pytest.approx((np.log(8) + np.log(7)) / 2)
-    assert report["ceiling"] - 0.05 <= report["estimate"] <= report["ceiling"]
+    details = report["details"]
+    assert details["n_test"] == 60 and details["negatives_test"] == 6
+    assert details["at_ceiling"] is True and details["ceiling"] == pytest.approx((np.log(8) + np.log(7)) / 2)
+    assert details["ceiling"] - 0.05 <= report["value"] <= details["ceiling"]
     sentence = CliRunner().invoke(main, args, catch_exceptions=False).stdout
     assert "lower bound at its ceiling" in sentence and "smile or nwj" in sentence
 
 
 def test_the_interval_is_in_the_sentence_the_json_and_the_help(gaussian_files) -> None:
     x_path, y_path = gaussian_files
-    args = ["estimate", str(x_path), str(y_path), "--steps", "5", "--hidden", "8", "--quiet"]
+    args = [
+        "estimate",
+        str(x_path),
+        str(y_path),
+        "--estimator",
+        "infonce",
+        "--steps",
+        "5",
+        "--hidden",
+        "8",
+        "--quiet",
+    ]
     sentence = CliRunner().invoke(main, args, catch_exceptions=False).stdout
     assert "95% interval [" in sentence and "not retraining" in sentence
     report = json.loads(CliRunner().invoke(main, [*args, "--json"], catch_exceptions=False).stdout)
-    assert report["ci_low"] < report["estimate"] < report["ci_high"] and report["at_ceiling"] is False
+    assert report["ci_low"] < report["value"] < report["ci_high"] and report["details"]["at_ceiling"] is False
     help_text = CliRunner().invoke(main, ["estimate", "--help"]).stdout
     assert "not retraining" in " ".join(help_text.split())
 
@@ -193,5 +236,5 @@ def test_baselines_from_the_command_line(gaussian_files, estimator: str) -> None
     x_path, y_path = gaussian_files
     args = ["estimate", str(x_path), str(y_path), "--estimator", estimator, "--json", "--quiet"]
     report = json.loads(CliRunner().invoke(main, args, catch_exceptions=False).stdout)
-    assert abs(report["estimate"] - 1.0) < 0.1 and report["critic"] is None
+    assert abs(report["estimate"] - 1.0) < 0.1 and "critic" not in report["details"]
     assert report["ci_low"] < report["estimate"] < report["ci_high"]

@@ -1,4 +1,4 @@
-"""mitool.estimate from Python: the split, the standardisation, the held-out evaluation, the
+"""The neural estimators from Python: the split, the standardisation, the held-out evaluation, the
 interval, the evaluator rules, R runs trained together, and the result of ``estimate``."""
 
 from __future__ import annotations
@@ -10,24 +10,14 @@ import pytest
 import torch
 from scipy import stats
 
-from mitool import bounds
+from mitool import bounds, estimators
 from mitool.checks import ParameterError
 from mitool.critics import make_critic
-from mitool.estimate import (
-    DivergenceError,
-    MeanCritic,
-    Settings,
-    as_pairs,
-    canonical_maps,
-    check_evaluator,
-    confidence_interval,
-    estimate,
-    estimate_runs,
-    held_out_values,
-    minimum_pairs,
-    split_pairs,
-    standardise,
-)
+from mitool.estimate import DivergenceError, estimate
+from mitool.estimators.base import as_rows, student_interval
+from mitool.estimators.critic_training import MeanCritic, held_out_values
+from mitool.estimators.neural import check_evaluator
+from mitool.estimators.preparation import canonical_maps, fold_splits, split_pairs, standardise
 from mitool.tasks import CorrelatedGaussian
 
 SMALL = {"steps": 60, "hidden": 16, "batch_size": 32, "eval_every": 20}
@@ -39,26 +29,37 @@ def gaussian(n: int = 600, dim: int = 2, mi: float = 0.5, seed: int = 0) -> tupl
 
 
 def test_split_is_a_seeded_partition_with_the_documented_sizes() -> None:
-    settings = Settings(test_fraction=0.2, validation_fraction=0.25, batch_size=8)
-    split = split_pairs(100, settings, seed=3)
+    split = split_pairs(100, 0.2, 0.25, seed=3)
     assert (len(split.fit), len(split.validation), len(split.test)) == (60, 20, 20)
     every = np.concatenate([split.fit, split.validation, split.test])
     assert sorted(every.tolist()) == list(range(100))
-    assert np.array_equal(split_pairs(100, settings, seed=3).test, split.test)
-    assert not np.array_equal(split_pairs(100, settings, seed=4).test, split.test)
+    assert np.array_equal(split_pairs(100, 0.2, 0.25, seed=3).test, split.test)
+    assert not np.array_equal(split_pairs(100, 0.2, 0.25, seed=4).test, split.test)
+
+
+def test_folds_test_every_pair_once_and_train_on_the_others() -> None:
+    splits = fold_splits(103, 5, 0.1, seed=2)
+    tests = np.concatenate([split.test for split in splits])
+    assert sorted(tests.tolist()) == list(range(103))
+    for split in splits:
+        assert not set(split.train.tolist()) & set(split.test.tolist())
+        assert len(split.train) + len(split.test) == 103 and len(split.validation) == round(
+            0.1 * len(split.train)
+        )
 
 
 def test_too_few_samples_names_the_minimum() -> None:
-    settings = Settings()
-    minimum = minimum_pairs(settings)
-    split_pairs(minimum, settings, seed=0)  # enough
+    estimator = estimators.get("infonce")
+    minimum = estimator.minimum_pairs(1, 1)
+    x, y = gaussian(n=minimum)
+    estimator._check_size(as_rows(x, y))  # enough
     with pytest.raises(
         ParameterError,
         match=rf"^x has too few samples \(20; at least {minimum} for a training batch of 128 pairs",
     ):
-        split_pairs(20, settings, seed=0)
+        estimator.estimate(x[:20], y[:20])
     with pytest.raises(ParameterError, match=f"too few samples \\({minimum - 1}; at least {minimum} "):
-        split_pairs(minimum - 1, settings, seed=0)
+        estimator.estimate(x[: minimum - 1], y[: minimum - 1])
 
 
 def test_standardise_uses_the_training_rows_only() -> None:
@@ -69,13 +70,15 @@ def test_standardise_uses_the_training_rows_only() -> None:
     np.testing.assert_allclose(standard_other, [[3.0, 2.0]])  # constant column: shifted only
 
 
-def test_as_pairs_checks_shapes_and_values() -> None:
-    x, y = as_pairs([1.0, 2.0, 3.0], torch.ones(3, 2))
-    assert x.shape == (3, 1) and y.shape == (3, 2) and x.dtype == np.float64
+def test_as_rows_checks_shapes_and_values() -> None:
+    x, y, z = as_rows([1.0, 2.0, 3.0], torch.ones(3, 2))
+    assert x.shape == (3, 1) and y.shape == (3, 2) and x.dtype == np.float64 and z is None
     with pytest.raises(ParameterError, match="^y must have the same number of rows"):
-        as_pairs(np.ones((3, 1)), np.ones((4, 1)))
+        as_rows(np.ones((3, 1)), np.ones((4, 1)))
+    with pytest.raises(ParameterError, match="^z must have the same number of rows"):
+        as_rows(np.ones((3, 1)), np.ones((3, 1)), np.ones((2, 1)))
     with pytest.raises(ParameterError, match=r"^x holds NaN or infinite values \(first in row 1\)"):
-        as_pairs(np.array([1.0, np.inf]), np.ones(2))
+        as_rows(np.array([1.0, np.inf]), np.ones(2))
 
 
 def test_held_out_values_equal_the_bound_on_each_chunk() -> None:
@@ -98,7 +101,7 @@ def test_held_out_values_equal_the_bound_on_each_chunk() -> None:
 
 def test_confidence_interval_is_the_student_t_interval() -> None:
     values = np.array([1.0, 1.2, 0.9, 1.1, 1.3])
-    mean, stderr, low, high = confidence_interval(values, 0.9)
+    mean, stderr, low, high = student_interval(values, 0.9)
     expected = stats.t.interval(0.9, 4, loc=values.mean(), scale=stats.sem(values))
     assert mean == pytest.approx(1.1) and stderr == pytest.approx(stats.sem(values))
     assert (low, high) == pytest.approx(expected)
@@ -123,9 +126,11 @@ def test_decoupled_bounds_refuse_unbounded_critics() -> None:
     x, y = gaussian()
     for estimator in ("dcl", "dclw"):
         with pytest.raises(ParameterError, match="^critic 'separable' has unbounded scores"):
-            estimate(x, y, estimator, "separable", **SMALL)
-    result = estimate(x, y, "dcl", "cosine", **SMALL)
-    assert math.isfinite(result.value) and result.ceiling is None and not result.at_ceiling
+            estimate(x, y, estimator, critic="separable", **SMALL)
+    result = estimate(x, y, "dcl", critic="cosine", **SMALL)
+    assert (
+        math.isfinite(result.value) and result.details["ceiling"] is None and not result.details["at_ceiling"]
+    )
 
 
 def test_a_runaway_estimate_is_a_divergence_error_naming_the_alternatives() -> None:
@@ -136,30 +141,31 @@ def test_a_runaway_estimate_is_a_divergence_error_naming_the_alternatives() -> N
 
 def test_estimate_fields_and_interval() -> None:
     x, y = gaussian()
-    result = estimate(x, y, **SMALL)
-    assert (result.n_pairs, result.n_test, result.n_train) == (600, 120, 480)
-    assert result.n_fit + result.n_validation == 480 and result.negatives_train == 31
-    assert result.negatives_test == 119 and result.ceiling == pytest.approx(math.log(120))
+    result = estimate(x, y, "infonce", **SMALL)
+    details = result.details
+    assert (result.n_pairs, details["n_test"], details["n_fit"] + details["n_validation"]) == (600, 120, 480)
+    assert details["negatives_train"] == 31 and details["negatives_test"] == 119
+    assert details["ceiling"] == pytest.approx(math.log(120))
     assert result.ci_low < result.value < result.ci_high and result.ci_level == 0.95
     assert "chunks of held-out anchors" in result.interval
-    assert result.as_dict()["estimate"] == result.value
+    assert result.as_dict()["value"] == result.as_dict()["estimate"] == result.value == float(result)
 
 
 def test_runs_trained_together_equal_runs_trained_alone() -> None:
     data = [gaussian(seed=seed) for seed in (1, 2)]
-    together = estimate_runs(data, seeds=[5, 6], **SMALL)
-    alone = [estimate(x, y, seed=seed, **SMALL) for (x, y), seed in zip(data, (5, 6), strict=True)]
+    together = estimators.get("infonce", **SMALL).estimate_many(data, seeds=[5, 6])
+    alone = [estimate(x, y, "infonce", seed=seed, **SMALL) for (x, y), seed in zip(data, (5, 6), strict=True)]
     for joint, single in zip(together, alone, strict=True):
-        assert joint.best_step == single.best_step
+        assert joint.details["best_step"] == single.details["best_step"]
         assert joint.value == pytest.approx(single.value, abs=1e-4)
 
 
 def test_unknown_options_name_themselves() -> None:
     x, y = gaussian()
-    with pytest.raises(ParameterError, match="^clip is not an option of infonce/infonce"):
-        estimate(x, y, clip=3.0)
+    with pytest.raises(ParameterError, match="^clip is not a setting of infonce .its settings: critic, "):
+        estimate(x, y, "infonce", clip=3.0)
     with pytest.raises(ParameterError, match="^steps must be a whole number >= 1"):
-        estimate(x, y, steps=0)
+        estimate(x, y, "infonce", steps=0)
     with pytest.raises(ParameterError, match="^estimator must be one of"):
         estimate(x, y, "magic")
 
@@ -169,7 +175,7 @@ def test_baselines_through_estimate(estimator: str) -> None:
     x, y = gaussian(n=1000, mi=0.5)
     result = estimate(x, y, estimator)
     assert abs(result.value - 0.5) < 0.15 and result.ci_low < result.value < result.ci_high
-    assert result.critic is None and result.steps == 0 and "disjoint subsets" in result.interval
+    assert "critic" not in result.details and "disjoint subsets" in result.interval
 
 
 @pytest.mark.parametrize("name", ["infonce", "nwj", "dv", "js", "dcl"])
@@ -188,15 +194,15 @@ def test_the_mean_critic_scores_at_least_the_mean_of_its_members(name: str) -> N
 
 def test_an_ensemble_trains_several_critics_per_data_set() -> None:
     x, y = gaussian()
-    single, double = estimate(x, y, **SMALL), estimate(x, y, ensemble=2, **SMALL)
-    assert (double.n_test, double.negatives_test) == (single.n_test, single.negatives_test)
+    single, double = estimate(x, y, "infonce", **SMALL), estimate(x, y, "infonce", ensemble=2, **SMALL)
+    assert double.details["negatives_test"] == single.details["negatives_test"]
     assert double.value != single.value and abs(double.value - single.value) < 0.3
 
 
 def test_canonical_maps_whiten_and_diagonalise_the_training_rows() -> None:
     """After the maps the joint covariance is [[I, D], [D', I]] with D diagonal and decreasing,
     and the Gaussian MI of the rows (a function of the canonical correlations) is unchanged."""
-    from mitool.baselines import gaussian_mi
+    from mitool.estimators.gaussian import gaussian_mi
     from mitool.tasks import dense_normal
 
     x, y = (

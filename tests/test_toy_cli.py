@@ -159,7 +159,7 @@ def test_resume_with_other_settings_names_them_as_options(tmp_path: Path) -> Non
     other = CliRunner().invoke(main, [*args, *TINY, "--lr", "0.01", "--mi", "1,4", "--seeds", "2"])
     assert other.exit_code == 2
     (line,) = other.stderr.strip().splitlines()
-    assert line.startswith(f"Error: --out {tmp_path} holds a study with other settings")
+    assert line.startswith(f"Error: --out {tmp_path} holds results made with other settings")
     assert "--lr 0.0005 there, 0.01 now" in line and "--mi [1.0, 3.0] there, [1.0, 4.0] now" in line
     assert "--seeds [0] there, [0, 1] now" in line and "--dim" not in line
     assert invoke(*args, *TINY).exit_code == 0  # the same settings resume (nothing left to do)

@@ -21,7 +21,8 @@ from click.testing import CliRunner
 from mitool.checks import ParameterError
 from mitool.cli.main import main as mitool
 from mitool.vision.config import PretrainConfig
-from mitool.vision.sweep import Grid, _training_figures, expand, run_name
+from mitool.vision.sweep import Grid, expand, run_name
+from mitool.vision.sweep.summary import _training_figures
 
 TINY = [
     "--arch", "small-cnn", "--dataset", "synthetic", "--synthetic-size", "64", "--image-size", "16",
@@ -139,10 +140,14 @@ def test_parallel_sweep_summary_figures_and_skip(tmp_path: Path) -> None:
     assert "runs done" in result.stderr and "finished simclr-dcl" in result.stderr
     before = {name: (out / "runs" / name / "result.json").stat().st_mtime_ns for name in rows}
     again = _sweep(out, "--method", "simclr", "--loss", "infonce,dcl")
-    assert again.returncode == 0 and "2 of 2 runs already finished, skipped" in again.stderr
+    assert again.returncode == 0 and "rank 0: 2 of 2 runs already finished, skipped" in again.stderr
     assert before == {name: (out / "runs" / name / "result.json").stat().st_mtime_ns for name in rows}
     changed = _sweep(out, "--method", "simclr", "--loss", "infonce,dcl", "--weight-decay", "0.001")
-    assert changed.returncode == 2 and "--weight-decay differs from the run already in" in changed.stderr
+    assert (
+        changed.returncode == 2
+        and "holds results made with other settings (--weight-decay 0.0001 there, 0.001 now)"
+        in changed.stderr
+    )
 
 
 def _weights(path: Path) -> dict[str, torch.Tensor]:
@@ -183,9 +188,11 @@ def test_sigterm_says_what_finished_and_how_to_resume(tmp_path: Path) -> None:
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 143, stderr
-    assert "stopped by signal 15: 0 of 1 runs finished" in stderr
-    assert "interrupted (they resume from their last checkpoint): simclr-infonce-b16-t0.1-s0" in stderr
-    assert "resume with the same command" in stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("vision sweep stopped by SIGTERM: 0 of 1 runs finished"), stderr
+    assert "interrupted, they resume from their last checkpoint: simclr-infonce-b16-t0.1-s0" in lines[-1]
+    assert f"resume with the same command: {sys.executable} -m mitool.cli.main vision sweep" in lines[-1]
+    assert "Traceback" not in stderr
     assert not (out / "runs" / "simclr-infonce-b16-t0.1-s0" / "result.json").exists()
 
 

@@ -20,12 +20,10 @@ from mitool import bounds, checks, critics, tasks
 
 __all__ = [
     "DEFAULT_ALPHA",
-    "DIVERGENCE_THRESHOLD",
     "MAX_NEGATIVES",
     "RunSpec",
     "ToySettings",
     "check_negatives",
-    "parse_list",
 ]
 
 DEFAULT_ALPHA = 1024.0
@@ -34,9 +32,6 @@ of EqCo's calibration (the estimate's cap and gradient scale depend on alpha, no
 
 MAX_NEGATIVES = 65536
 """Largest K: the shared pool of fresh marginal samples (K >= B) holds at most this many rows."""
-
-DIVERGENCE_THRESHOLD = 1000.0
-"""A run whose estimate is NaN, infinite or beyond this many nats in absolute value is stopped."""
 
 
 def check_negatives(parameter: str, negatives: object) -> int:
@@ -102,7 +97,7 @@ class ToySettings:
     hidden: int = 256
     hidden_layers: int = 2
     temperature: float = 0.1
-    divergence_threshold: float = DIVERGENCE_THRESHOLD
+    divergence_threshold: float = bounds.DIVERGENCE_THRESHOLD
     device: str = "cpu"
 
     def __post_init__(self) -> None:
@@ -143,30 +138,3 @@ class ToySettings:
         values = asdict(self)
         values["mi_values"] = list(self.mi_values)
         return values
-
-
-def parse_list(parameter: str, text: str, kind: type, unique: bool = True) -> list:
-    """Split a comma-separated value into a list of ``kind`` (str, int or float). An empty item
-    ("2,,4", a trailing comma) is an error, and with ``unique`` so is a repeated value (it would
-    train the same runs twice and count them twice in the summary). Errors name ``parameter``."""
-    items = [item.strip() for item in str(text).split(",")]
-    if not any(items):
-        raise checks.ParameterError(parameter, f"needs a comma-separated list, got {text!r}")
-    if not all(items):
-        raise checks.ParameterError(
-            parameter, f"has an empty item in {text!r} (two commas, or one at an end)"
-        )
-    parsed = []
-    for item in items:
-        try:
-            parsed.append(kind(item))
-        except ValueError:
-            name = "whole numbers" if kind is int else "numbers"
-            raise checks.ParameterError(parameter, f"must be comma-separated {name}, got {item!r}") from None
-    if unique:
-        repeated = sorted({str(value) for value in parsed if parsed.count(value) > 1})
-        if repeated:
-            raise checks.ParameterError(
-                parameter, f"may list each value once, got {', '.join(repeated)} twice or more"
-            )
-    return parsed

@@ -14,23 +14,19 @@ goes to rank i mod WORLD_SIZE; rank 0 waits for every cell and then writes ``OUT
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import hashlib
-import json
 import math
-import os
-import platform
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from mitool import bounds, checks, critics, tasks
 from mitool.files import atomic_write_json, read_csv, write_csv
+from mitool.runner import Launch, check_config, holding, run_grid, versions
 from mitool.toy.batched import ProgressCallback, RunRecord, train_vectorised
 from mitool.toy.config import RunSpec, ToySettings, check_negatives
 
@@ -38,11 +34,9 @@ __all__ = [
     "CURVE_COLUMNS",
     "SUMMARY_COLUMNS",
     "Grid",
-    "SettingsDiffer",
+    "SweepCell",
     "cell_specs",
-    "distributed_rank",
     "interruption_note",
-    "make_out",
     "run_cell",
     "summarize",
     "sweep",
@@ -243,126 +237,52 @@ def run_cell(
     return records
 
 
-def versions() -> dict[str, str]:
-    from importlib import metadata
-
-    try:
-        project = metadata.version("mitool")
-    except metadata.PackageNotFoundError:
-        project = "unknown"
-    return {"python": platform.python_version(), "torch": torch.__version__, "mitool": project}
-
-
 def study_config(kind: str, grid: Grid, settings: ToySettings) -> dict:
-    """Everything that fixes the results (``key``), plus the device and the versions."""
+    """Everything that fixes the results (the grid and the settings), plus the device, the versions
+    and the command."""
     settings_dict = settings.as_dict()
     device = settings_dict.pop("device")
-    key_source = json.dumps({"kind": kind, "grid": grid.as_dict(), "settings": settings_dict}, sort_keys=True)
-    return {
-        "kind": kind,
-        "grid": grid.as_dict(),
-        "settings": settings_dict,
-        "device": device,
-        "key": hashlib.sha256(key_source.encode()).hexdigest()[:16],
-        "versions": versions(),
-        "command": " ".join(sys.argv),
-    }
+    return {"kind": kind, "grid": grid.as_dict(), "settings": settings_dict, "device": device,
+            "versions": versions(), "command": " ".join(sys.argv)}  # fmt: skip
 
 
-def distributed_rank() -> tuple[int, int]:
-    """(RANK, WORLD_SIZE) from the environment that torchrun sets; (0, 1) without it."""
-    try:
-        rank = int(os.environ.get("RANK", "0"))
-        world = int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        raise ValueError("RANK and WORLD_SIZE must be whole numbers (as torchrun sets them)") from None
-    if world < 1 or not 0 <= rank < world:
-        raise ValueError(f"RANK must be in [0, WORLD_SIZE), got RANK={rank}, WORLD_SIZE={world}")
-    return rank, world
+_COMPARED = ("kind", "grid", "settings")
+"""The entries of config.json that must agree for a rerun to resume a sweep."""
 
 
-class SettingsDiffer(checks.ParameterError):
-    """``out`` holds a study made with other settings. ``differences``: (setting, value there, value
-    now) for each setting that differs, named as the Python parameters of :class:`Grid` and
-    :class:`ToySettings` (``seeds`` is the list of seeds)."""
+@dataclass(frozen=True)
+class SweepCell:
+    """A (critic, K) cell of a sweep under OUT; finished when its done.json exists."""
 
-    def __init__(self, out: Path, differences: list[tuple[str, object, object]]) -> None:
-        described = "; ".join(f"{name} {there} there, {now} now" for name, there, now in differences)
-        super().__init__(
-            "out", f"{out} holds a study with other settings ({described or 'config.json differs'}); "
-            "use another directory, or the same settings to resume",
-        )  # fmt: skip
-        self.out = out
-        self.differences = differences
+    critic: str
+    negatives: int
+    out: Path
 
+    @property
+    def name(self) -> str:
+        return cell_name(self.critic, self.negatives)
 
-def _differences(existing: dict, config: dict) -> list[tuple[str, object, object]]:
-    """The settings of ``config`` whose values in ``existing`` (an older config.json) differ."""
-    found = []
-    for part in ("grid", "settings"):
-        there, now = existing.get(part) or {}, config[part]
-        found += [(name, there.get(name), value) for name, value in now.items() if there.get(name) != value]
-    if existing.get("kind") != config["kind"]:
-        found.insert(0, ("kind", existing.get("kind"), config["kind"]))
-    return found
+    @property
+    def directory(self) -> Path:
+        return self.out / "cells" / self.name
+
+    def finished(self) -> bool:
+        return (self.directory / "done.json").is_file()
 
 
-def _check_or_write_config(out: Path, config: dict, rank: int) -> None:
-    """Write OUT/config.json (rank 0), or check that the one there has the same key."""
-    path = out / "config.json"
-    if path.is_file():
-        try:
-            existing = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            existing = {}
-        if existing.get("key") != config["key"]:
-            raise SettingsDiffer(out, _differences(existing, config))
-    elif rank == 0:
-        atomic_write_json(path, config)
-
-
-def make_out(out: Path) -> Path:
-    """``out`` as a Path, created with its parents; ParameterError("out") when it names a file."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise checks.ParameterError("out", f"must be a directory; {out} is a file")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
-def _is_finished(out: Path, cell: tuple[str, int]) -> bool:
-    return (out / "cells" / cell_name(*cell) / "done.json").is_file()
+def _cells(out: Path, grid: Grid) -> list[SweepCell]:
+    return [SweepCell(critic, negatives, Path(out)) for critic, negatives in grid.cells()]
 
 
 def interruption_note(out: Path, grid: Grid) -> str:
     """One line for a sweep stopped midway: which cells are finished (saved) and how to resume."""
-    cells = Path(out) / "cells"
-    finished = [cell_name(*cell) for cell in grid.cells() if _is_finished(Path(out), cell)]
+    finished = [cell.name for cell in _cells(out, grid) if cell.finished()]
     saved = f" ({', '.join(finished)})" if finished else ""
     return (
-        f"{len(finished)} of {len(grid.cells())} cells finished and saved under {cells}{saved}; "
+        f"{len(finished)} of {len(grid.cells())} cells finished and saved under "
+        f"{Path(out) / 'cells'}{saved}; "
         "the cell in training is lost. Run the same command again to resume: finished cells are skipped."
     )
-
-
-def _train_cells(
-    out: Path,
-    grid: Grid,
-    settings: ToySettings,
-    cells: list[tuple[str, int]],
-    progress: Callable | None,
-    log: Log | None,
-) -> None:
-    """Train ``cells`` one after another, the progress counted over all of them."""
-    for number, (critic, negatives) in enumerate(cells):
-        cell_progress = None
-        if progress is not None:
-            offset = number * settings.total_steps
-            cell_progress = functools.partial(_shifted, progress, offset, f"{critic} K={negatives}:")
-        directory = out / "cells" / cell_name(critic, negatives)
-        run_cell(cell_specs(grid, critic, negatives), settings, directory, progress=cell_progress, log=log)
-    if progress is not None:
-        progress(len(cells) * settings.total_steps, math.nan)
 
 
 def _shifted(progress: Callable, offset: int, note: str, steps: int, estimate: float) -> None:
@@ -370,22 +290,11 @@ def _shifted(progress: Callable, offset: int, note: str, steps: int, estimate: f
     progress(offset + steps, estimate, note)
 
 
-def _write_summary(out: Path, grid: Grid, wait_seconds: float, poll_seconds: float, log: Log | None) -> Path:
-    """Wait (up to ``wait_seconds``) for the other ranks' cells, then write OUT/summary.csv from
-    every finished cell's summary."""
-    cells = grid.cells()
-    deadline = time.monotonic() + wait_seconds
-    while True:
-        missing = [cell for cell in cells if not _is_finished(out, cell)]
-        if not missing or time.monotonic() > deadline:
-            break
-        time.sleep(poll_seconds)
-    if missing and log is not None:
-        names = ", ".join(cell_name(*cell) for cell in missing)
-        log(f"summary written without {len(missing)} unfinished cells: {names}")
+def _write_summary(out: Path, grid: Grid) -> Path:
+    """OUT/summary.csv from every cell's summary."""
     rows: list[list[object]] = []
-    for cell in cells:
-        path = out / "cells" / cell_name(*cell) / "summary.csv"
+    for cell in _cells(out, grid):
+        path = cell.directory / "summary.csv"
         if path.is_file():
             # a cell written before a column was added has it empty
             rows += [[row.get(column, "") for column in SUMMARY_COLUMNS] for row in read_csv(path)]
@@ -399,31 +308,43 @@ def sweep(
     settings: ToySettings,
     progress_factory: Callable[[int], ProgressCallback] | None = None,
     log: Log | None = None,
-    wait_seconds: float = 7 * 24 * 3600.0,
-    poll_seconds: float = 2.0,
+    launch: Launch | None = None,
 ) -> Path | None:
-    """Run every unfinished cell of this rank, then (rank 0) wait for all cells and write
-    ``OUT/summary.csv``; returns its path on rank 0 and None elsewhere.
+    """Run every unfinished cell of this rank (on :mod:`mitool.runner`), then (rank 0) wait for all
+    cells and write ``OUT/summary.csv``; returns its path on rank 0 and None elsewhere.
 
     ``progress_factory(total_steps)`` is called once with the number of training steps this rank
     has to run (finished cells not counted) and returns the progress callback, called as
     ``progress(steps, estimate, note)``. ``log`` gets one-line messages (divergences, skipped
     cells). A rerun on the same ``out`` skips finished cells; with other settings it raises
-    :class:`SettingsDiffer`. Interrupted (KeyboardInterrupt), the finished cells stay saved:
-    :func:`interruption_note` says which.
+    :class:`mitool.runner.SettingsDiffer`. Interrupted (KeyboardInterrupt), the finished cells stay
+    saved: :func:`interruption_note` says which.
     """
-    out = make_out(out)
-    rank, world = distributed_rank()
-    _check_or_write_config(out, study_config("sweep", grid, settings), rank)
-    mine = [cell for index, cell in enumerate(grid.cells()) if index % world == rank]
-    pending = [cell for cell in mine if not _is_finished(out, cell)]
-    if log is not None and len(pending) < len(mine):
-        log(f"rank {rank}: {len(mine) - len(pending)} of {len(mine)} cells already finished, skipped")
-    progress = progress_factory(len(pending) * settings.total_steps) if progress_factory else None
-    _train_cells(out, grid, settings, pending, progress, log)
-    if rank != 0:
-        return None
-    return _write_summary(out, grid, wait_seconds, poll_seconds, log)
+    launch = launch or Launch.from_environment()
+    settings = dataclasses.replace(settings, device=launch.device(settings.device))
+    with holding(out, launch, log) as folder:
+        check_config(
+            folder / "config.json", study_config("sweep", grid, settings), launch.rank == 0, _COMPARED
+        )
+        cells = _cells(folder, grid)
+        pending = [cell for cell in launch.mine(cells) if not cell.finished()]
+        progress = progress_factory(len(pending) * settings.total_steps) if progress_factory else None
+        started = iter(range(len(pending)))
+
+        def train(cell: SweepCell) -> None:
+            cell_progress = None
+            if progress is not None:
+                offset = next(started) * settings.total_steps
+                cell_progress = functools.partial(
+                    _shifted, progress, offset, f"{cell.critic} K={cell.negatives}:"
+                )
+            specs = cell_specs(grid, cell.critic, cell.negatives)
+            run_cell(specs, settings, cell.directory, progress=cell_progress, log=log)
+
+        finished = run_grid(folder, cells, launch, train, log=log)
+        if progress is not None:
+            progress(len(pending) * settings.total_steps, math.nan)
+        return _write_summary(folder, grid) if finished else None
 
 
 def run(
@@ -441,8 +362,8 @@ def run(
             raise checks.ParameterError(
                 parameter, f"takes one value in a single run, got {len(values)}; a sweep takes lists"
             )
-    out = make_out(out)
-    specs = cell_specs(grid, grid.critics[0], grid.negatives[0])
-    records = run_cell(specs, settings, out, progress=progress, log=log, mark_done=False)
-    atomic_write_json(out / "config.json", study_config("run", grid, settings))
+    with holding(out, Launch(), log) as folder:
+        specs = cell_specs(grid, grid.critics[0], grid.negatives[0])
+        records = run_cell(specs, settings, folder, progress=progress, log=log, mark_done=False)
+        atomic_write_json(folder / "config.json", study_config("run", grid, settings))
     return records

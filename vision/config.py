@@ -33,6 +33,7 @@ __all__ = [
     "LOSS_OPTION_SETTINGS",
     "METHODS",
     "PRECISIONS",
+    "RESUMABLE_CHANGES",
     "PretrainConfig",
     "method_class",
     "resolve_defaults",
@@ -58,6 +59,14 @@ read the JPEG bytes, decoded and augmented on the device (imagefolder only)."""
 
 DEFAULTS: dict[str, Any] = dict(epochs=200, batch_size=256, weight_decay=1e-4, sgd_momentum=0.9)
 """What a setting left None becomes when neither its method nor the dataset says otherwise."""
+
+RESUMABLE_CHANGES: tuple[str, ...] = (
+    "max_steps", "max_minutes", "device", "workers", "checkpoint_every", "log_every", "knn_every", "compile",
+    "data_dir",
+)  # fmt: skip
+"""The settings that may differ when a run is resumed (``--resume``, or a vision sweep run again):
+how long it goes on, where and how fast it runs, and where the data are; any other difference is
+an error naming the setting."""
 
 
 @dataclass

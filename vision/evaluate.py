@@ -25,7 +25,7 @@ from mitool.vision.augment import eval_transform
 from mitool.vision.backbones import build_backbone
 from mitool.vision.datasets import DatasetInfo, dataset_info, load_dataset
 from mitool.vision.knn import extract_features, knn_accuracy
-from mitool.vision.loader import SkippedImages, default_workers, make_loader
+from mitool.vision.loader import SkippedImages, make_loader
 from mitool.vision.records import add_evaluation
 
 __all__ = [
@@ -57,7 +57,7 @@ def evaluate_knn(
     k: int = 200,
     temperature: float = 0.1,
     batch_size: int = 256,
-    workers: int = 0,
+    workers: int | None = None,
     max_samples: int | None = None,
     progress: bool = False,
     synthetic_options: dict[str, int] | None = None,
@@ -168,7 +168,8 @@ def knn_of_checkpoint(
     checks.whole_number("k", k, minimum=1)
     checks.positive("temperature", temperature)
     checks.whole_number("batch_size", batch_size, minimum=1)
-    workers = default_workers() if workers is None else checks.whole_number("workers", workers, minimum=0)
+    if workers is not None:
+        checks.whole_number("workers", workers, minimum=0)
     if max_samples is not None:
         checks.whole_number("max_samples", max_samples, minimum=1)
     pretrained = load_pretrained(checkpoint, torch.device(device))

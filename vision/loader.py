@@ -236,7 +236,7 @@ def make_loader(
     dataset: Dataset,
     batch_size: int,
     shuffle: bool,
-    workers: int,
+    workers: int | None,
     seed: int,
     drop_last: bool,
     distributed: bool = False,
@@ -253,10 +253,10 @@ def make_loader(
     process draws as rank 0. ``rank`` and ``world_size`` default to the process group's when
     ``distributed`` (give them to build one rank's loader without a process group). Batches
     hold fewer than ``batch_size`` items when images were unreadable; ``skipped`` names them
-    (feed it to :class:`SkippedImages`).
+    (feed it to :class:`SkippedImages`). ``workers`` None: :func:`default_workers`.
     """
     checks.whole_number("batch_size", batch_size, minimum=1)
-    checks.whole_number("workers", workers, minimum=0)
+    workers = default_workers() if workers is None else checks.whole_number("workers", workers, minimum=0)
     if distributed:
         sampler: Sampler[int] = DistributedSampler(
             dataset, num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last

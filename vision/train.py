@@ -57,7 +57,7 @@ from mitool.vision import checkpoint as checkpoints
 from mitool.vision import distributed
 from mitool.vision.augment import two_view_transform
 from mitool.vision.common import ContrastiveMethod
-from mitool.vision.config import PretrainConfig, resolve_defaults
+from mitool.vision.config import RESUMABLE_CHANGES, PretrainConfig, resolve_defaults
 from mitool.vision.datasets import DatasetInfo, dataset_info, load_dataset
 from mitool.vision.evaluate import evaluate_knn
 from mitool.vision.gpu_augment import GPUTwoViewAugment, loader_options
@@ -79,17 +79,6 @@ __all__ = [
 ]
 
 CHECKPOINT_NAME = "checkpoint.pt"
-# options that may change when a run is resumed; any other difference is an error
-_RESUMABLE_CHANGES = {
-    "max_steps",
-    "max_minutes",
-    "device",
-    "checkpoint_every",
-    "log_every",
-    "knn_every",
-    "compile",
-    "data_dir",
-}
 
 
 class TrainingDiverged(RuntimeError):
@@ -414,11 +403,11 @@ def _check_resumable(config: PretrainConfig, saved: dict[str, Any] | None) -> No
         return
     current = config.to_dict()
     for key, value in saved["config"].items():
-        if key not in _RESUMABLE_CHANGES and key != "out" and current.get(key) != value:
+        if key not in RESUMABLE_CHANGES and key != "out" and current.get(key) != value:
             raise checks.ParameterError(
                 "resume",
                 f"continues the run in {config.out}, but option {key} differs (was {value!r}, now "
-                f"{current.get(key)!r}); only {', '.join(sorted(_RESUMABLE_CHANGES))} may change",
+                f"{current.get(key)!r}); only {', '.join(sorted(RESUMABLE_CHANGES))} may change",
             )
 
 

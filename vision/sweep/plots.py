@@ -21,7 +21,7 @@ from typing import Any
 
 from mitool.files import atomic_writer
 from mitool.vision.records import read_records
-from mitool.vision.sweep import summary_rows
+from mitool.vision.sweep.summary import summary_rows
 
 __all__ = ["line_label", "plot_sweep"]
 

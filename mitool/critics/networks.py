@@ -1,37 +1,8 @@
-"""Critic networks f(x, y) that score pairs for the bounds of :mod:`mitool.bounds`.
-
-Every critic is an ``nn.Module`` with two ways to score:
-
-* ``critic(x, y)`` -> (B, M): the all-pairs matrix S[i, j] = f(x_i, y_j) for anchors x (B, dx) and
-  candidates y (M, dy). With ``y`` the partners of ``x`` (M = B) the positives sit on the diagonal:
-  ``mitool.bounds.split_scores(critic(x, y))`` gives ``(pos, neg)`` with K = B - 1.
-  With ``y`` a separate pool of K samples of the marginal p(y) it gives ``neg`` of shape (B, K)
-  directly (the K >= B case).
-* ``critic.pair_scores(x, y)`` -> (B,): f(x_i, y_i) for matched rows, i.e. ``pos``, without
-  scoring every pair.
-
-:func:`bound_scores` gives both, ``(pos, neg)`` as the bounds take them, for either kind of
-negatives.
-
-Each critic's arithmetic is written once, in :meth:`Critic.all_pairs` and
-:meth:`Critic.matched_pairs`, as functions of explicit weights (a mapping like
-``dict(critic.named_parameters())``). ``forward`` and ``pair_scores`` call them with the module's
-own weights; :class:`mitool.stacked.StackedCritics` calls them with the weights of R critics stacked
-along a leading run axis (R seeds trained at once), which the arithmetic carries through: every
-Linear layer then runs as one batched matmul (:func:`linear`). A new critic subclasses
-:class:`Critic` and writes these two methods with operations that accept a leading run axis
-(``linear``, ``sequential``, ``@``, ``dim=-1``); nothing else is needed for it to be stacked.
-
-Multi-layer perceptrons: ``hidden_layers`` counts the hidden layers, each Linear(width) followed by
-the activation, and one output Linear follows, so ``hidden_layers=2`` means three Linear layers
-(in -> width -> width -> out). This is what Poole et al. (2019) call "layers=2"; other code uses
-"layers=2" for three hidden layers. The defaults (two hidden layers of width 256, ReLU, a 32-dim
-embedding) are the toy protocol of the variational-bounds literature.
-"""
+"""The critic networks of :mod:`mitool.critics`: each critic's arithmetic, written once as
+functions of its weights (see the package's docstring), and the MLP pieces they share."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
 
 import torch
@@ -43,7 +14,6 @@ from mitool import bounds, checks
 
 __all__ = [
     "ACTIVATIONS",
-    "NAMES",
     "BilinearCritic",
     "ConcatCritic",
     "CosineCritic",
@@ -52,10 +22,7 @@ __all__ = [
     "Weights",
     "bound_scores",
     "linear",
-    "make_critic",
     "mlp",
-    "option_names",
-    "pick_options",
     "sequential",
 ]
 
@@ -267,41 +234,6 @@ class CosineCritic(SeparableCritic):
     def matched_pairs(self, weights: Weights, x: Tensor, y: Tensor) -> Tensor:
         gx, hy = self.embeddings(weights, x, y)
         return (gx * hy).sum(dim=-1) / self.temperature
-
-
-_CRITICS: dict[str, type[Critic]] = {
-    "separable": SeparableCritic,
-    "concat": ConcatCritic,
-    "bilinear": BilinearCritic,
-    "cosine": CosineCritic,
-}
-NAMES: tuple[str, ...] = tuple(_CRITICS)
-
-
-def option_names(name: str) -> tuple[str, ...]:
-    """The keyword options that critic ``name`` takes (its constructor's, after x_dim and y_dim)."""
-    checks.choice("name", name, NAMES)
-    parameters = list(inspect.signature(_CRITICS[name]).parameters)
-    return tuple(parameters[2:])
-
-
-def pick_options(name: str, settings: Mapping[str, object]) -> dict[str, object]:
-    """The options of critic ``name`` taken from ``settings``, a mapping that may hold other
-    settings too (a study's embed_dim, hidden, temperature, ...); those absent or None are left to
-    the critic's defaults."""
-    return {key: settings[key] for key in option_names(name) if settings.get(key) is not None}
-
-
-def make_critic(name: str, x_dim: int, y_dim: int, **options: object) -> Critic:
-    """Build the critic called ``name`` (one of :data:`NAMES`) with its keyword options
-    (``embed_dim``, ``hidden``, ``hidden_layers``, ``activation``, ``temperature`` where they apply)."""
-    checks.choice("name", name, NAMES)
-    checks.whole_number("x_dim", x_dim, 1)
-    checks.whole_number("y_dim", y_dim, 1)
-    try:
-        return _CRITICS[name](x_dim, y_dim, **options)
-    except TypeError as error:  # an option this critic does not take
-        raise ValueError(f"critic {name!r}: {error}") from None
 
 
 def bound_scores(

@@ -1,0 +1,68 @@
+"""Every estimator of mitool, by name, behind one protocol (:mod:`mitool.estimators.base`):
+
+    from mitool import estimators
+    result = estimators.get("ksg", k=5).estimate(x, y)      # an Estimate; float(result) is the value
+    estimators.NAMES                                        # every name
+
+The registry finds the estimators itself: every module of this package that defines a list
+``ESTIMATORS`` of :class:`~mitool.estimators.base.Estimator` classes adds them (one per bound in
+:mod:`~mitool.estimators.neural`, KSG in :mod:`~mitool.estimators.ksg`, ...). Adding an estimator is
+one file here plus its test. Reading the registry imports no torch: the estimators load it when they
+train (the command line lists them, their settings and their help in a fraction of a second).
+
+:data:`DEFAULTS` names the estimator :func:`mitool.estimate.estimate` uses for each kind of data
+(:data:`~mitool.estimators.base.CASES`) when none is asked for.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+
+from mitool import checks
+from mitool.estimators.base import CASES, DivergenceError, Estimate, Estimator, EstimatorSettings
+
+__all__ = [
+    "CASES",
+    "DEFAULTS",
+    "DivergenceError",
+    "Estimate",
+    "Estimator",
+    "EstimatorSettings",
+    "estimator_class",
+    "get",
+    "names",
+    "registry",
+]
+
+DEFAULTS: dict[str, str] = {"continuous": "infonce", "conditional": "gaussian"}
+"""The estimator for each kind of data when none is asked for (docs/mi-benchmark.md: how each was chosen)."""
+
+
+@functools.cache
+def registry() -> dict[str, type[Estimator]]:
+    """Every estimator class by name, from the modules of this package (see the module)."""
+    found: dict[str, type[Estimator]] = {}
+    for module_info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name):
+        module = importlib.import_module(f"{__name__}.{module_info.name}")
+        for estimator in getattr(module, "ESTIMATORS", ()):
+            if estimator.name in found:
+                raise RuntimeError(f"two estimators are called {estimator.name!r}")
+            found[estimator.name] = estimator
+    return found
+
+
+def names() -> tuple[str, ...]:
+    """Every estimator's name."""
+    return tuple(registry())
+
+
+def estimator_class(name: str) -> type[Estimator]:
+    """The class of the estimator called ``name`` (ParameterError "estimator ..." naming the choices)."""
+    return registry()[checks.choice("estimator", name, registry())]
+
+
+def get(name: str, **settings: object) -> Estimator:
+    """The estimator called ``name`` with ``settings`` (ParameterError for an unknown name or setting)."""
+    return estimator_class(name)(**settings)

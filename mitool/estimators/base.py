@@ -1,0 +1,248 @@
+"""The estimator protocol: an estimator of mitool is an object with
+
+    estimate(x, y, z=None, seed=0, progress=None) -> Estimate
+
+built from its settings (``KSG(k=5)``, ``get("ksg", k=5)``), which are a dataclass holding every
+default and check in one place (:class:`EstimatorSettings`). Each estimator says what data it takes
+(:attr:`Estimator.cases`: continuous pairs, discrete ones, discrete against continuous, pairs with
+ties, conditional on z) and the fewest pairs it needs (:meth:`Estimator.minimum_pairs`). An
+:class:`Estimate` holds what every estimator gives (the value, its interval and what the interval
+covers, the pairs, the time, notes) and the estimator's own ``details``; ``float(result)`` is the
+value, so code written for bmi's ``estimate(x, y) -> float`` can call it.
+
+The registry of every estimator by name is :mod:`mitool.estimators`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mitool import checks
+
+__all__ = [
+    "CASES",
+    "DivergenceError",
+    "Estimate",
+    "Estimator",
+    "EstimatorSettings",
+    "Progress",
+    "as_rows",
+    "normal_interval",
+    "setting",
+    "student_interval",
+]
+
+CASES: dict[str, str] = {
+    "continuous": "X and Y continuous",
+    "discrete": "X and Y discrete (class labels, counts with few values)",
+    "discrete-y": "X continuous, Y discrete (features against class labels)",
+    "ties": "continuous data with ties or atoms (counts, zero inflation, repeated rows)",
+    "conditional": "I(X; Y | Z), continuous X, Y and Z",
+    "conditional-discrete-z": "I(X; Y | Z) with a discrete Z",
+}
+"""The kinds of data an estimator may take (:attr:`Estimator.cases`)."""
+
+Progress = Callable[[int, float], None]
+"""``progress(done, latest value)``, called by estimators that train as they go."""
+
+
+class DivergenceError(ValueError):
+    """An estimate that ran away (not finite, or beyond any sensible value); the message names the
+    cause and what to use instead."""
+
+
+def setting(default: object, meaning: str, check: Callable[[str, Any], Any] | None = None) -> Any:
+    """A field of an :class:`EstimatorSettings` dataclass: its default, its meaning (the help text of
+    the command line) and its check, ``check(name, value) -> value`` (one of :mod:`mitool.checks`'
+    functions with its limits bound), run when the settings are made."""
+    return field(default=default, metadata={"help": meaning, "check": check})
+
+
+@dataclass(frozen=True)
+class EstimatorSettings:
+    """Base of every estimator's settings: frozen, each field made by :func:`setting`, each value
+    checked when made (ParameterError naming the field)."""
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            check = item.metadata.get("check")
+            if check is not None:
+                object.__setattr__(self, item.name, check(item.name, getattr(self, item.name)))
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(item.name for item in fields(cls))
+
+    @classmethod
+    def help(cls) -> dict[str, tuple[object, str]]:
+        """Each field's (default, meaning)."""
+        return {item.name: (item.default, item.metadata.get("help", "")) for item in fields(cls)}
+
+    def replace(self, **changes: object) -> EstimatorSettings:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """An estimate of I(X; Y) (or I(X; Y | Z)) in nats.
+
+    value: the estimate (``float(result)`` is the same). stderr: its standard error. ci_low,
+    ci_high: the confidence interval at ``ci_level``; ``interval`` says how both were made and what
+    they cover. estimator: the estimator's name. n_pairs: the pairs given. seconds: wall time.
+    notes: what the estimator decided or noticed, in words (a constant column, the case it took,
+    the ceiling it sits at). details: what only this estimator has (a neural one: the critic, the
+    pairs that trained it, its step, its ceiling; KSG: k), as plain values.
+    """
+
+    value: float
+    stderr: float
+    ci_low: float
+    ci_high: float
+    ci_level: float
+    interval: str
+    estimator: str
+    n_pairs: int
+    seconds: float
+    notes: tuple[str, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every field; the value also under ``estimate`` (the name older JSON used)."""
+        values = dataclasses.asdict(self)
+        values["notes"] = list(self.notes)
+        values["details"] = dict(self.details)
+        return {"value": self.value, "estimate": self.value, **values}
+
+    def with_notes(self, *notes: str, **details: Any) -> Estimate:
+        """A copy with ``notes`` added and ``details`` updated."""
+        return dataclasses.replace(self, notes=(*self.notes, *notes), details={**self.details, **details})
+
+
+class Estimator:
+    """Base of mitool's estimators. A subclass sets the class attributes and implements
+    :meth:`_estimate`; ``Estimator(**settings)`` checks the settings (ParameterError naming an
+    unknown one and the estimator's own).
+
+    name: the registry's name. summary: one line. number: what the value is (a bound or an
+    estimate, its ceiling). cases: the keys of :data:`CASES` it takes. Settings: its settings
+    dataclass."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    number: ClassVar[str]
+    cases: ClassVar[frozenset[str]] = frozenset({"continuous"})
+    Settings: ClassVar[type[EstimatorSettings]] = EstimatorSettings
+
+    def __init__(self, **settings: object) -> None:
+        known = self.Settings.names()
+        for key in settings:
+            if key not in known:
+                raise checks.ParameterError(
+                    key, f"is not a setting of {self.name} (its settings: {{listed}})", known
+                )
+        self.settings = self.Settings(**settings)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.settings})"
+
+    def minimum_pairs(self, dim_x: int, dim_y: int, dim_z: int = 0) -> int:
+        """The fewest pairs this estimator can work with at these dimensions."""
+        return 2
+
+    def estimate(
+        self, x: object, y: object, z: object | None = None, seed: int = 0, progress: Progress | None = None
+    ) -> Estimate:
+        """The estimate of I(X; Y) (or I(X; Y | Z)) from rows: x (n, dx), y (n, dy), z (n, dz) as
+        numpy arrays, tensors or lists (1-D: one column), row i of each belonging together."""
+        rows = as_rows(x, y, z)
+        self._check_size(rows)
+        return self._estimate(*rows, seed=seed, progress=progress)
+
+    def estimate_many(
+        self, datasets: Sequence[tuple[object, ...]], seeds: Sequence[int], progress: Progress | None = None
+    ) -> list[Estimate | DivergenceError]:
+        """:meth:`estimate` of several data sets (a benchmark cell's seeds); an estimate that ran
+        away gives its DivergenceError in its place. Neural estimators train them together."""
+        results: list[Estimate | DivergenceError] = []
+        for data, seed in zip(datasets, seeds, strict=True):
+            try:
+                results.append(self.estimate(*data, seed=seed))
+            except DivergenceError as error:
+                results.append(error)
+        return results
+
+    def _check_size(self, rows: tuple[np.ndarray, ...]) -> None:
+        dims = [part.shape[1] for part in rows if part is not None]
+        needed = self.minimum_pairs(*dims)
+        if len(rows[0]) < needed:
+            raise checks.ParameterError(
+                "x", f"has too few samples ({len(rows[0])}; {self.name} needs at least {needed})"
+            )
+
+    def _estimate(
+        self, x: np.ndarray, y: np.ndarray, z: np.ndarray | None, seed: int, progress: Progress | None
+    ) -> Estimate:
+        raise NotImplementedError
+
+
+def _as_array(name: str, data: object) -> np.ndarray:
+    if hasattr(data, "detach"):  # a torch tensor
+        data = data.detach().cpu().numpy()  # type: ignore[union-attr]
+    array = np.asarray(data)
+    if array.dtype.kind not in "biuf":
+        raise checks.ParameterError(name, f"must hold numbers, got dtype {array.dtype}")
+    array = array.astype(np.float64)
+    if array.ndim == 1:
+        array = array[:, None]
+    if array.ndim != 2 or array.shape[0] < 1 or array.shape[1] < 1:
+        raise checks.ParameterError(name, f"must have one row per sample (n, d), got shape {array.shape}")
+    bad = ~np.isfinite(array)
+    if bad.any():
+        row = int(np.argwhere(bad)[0][0])
+        raise checks.ParameterError(name, f"holds NaN or infinite values (first in row {row})")
+    return array
+
+
+def as_rows(
+    x: object, y: object, z: object | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """x, y (and z) as float64 arrays of shape (n, d) (1-D data become one column), checked:
+    numbers, finite, the same number of rows."""
+    arrays = [_as_array("x", x), _as_array("y", y), None if z is None else _as_array("z", z)]
+    for name, array in (("y", arrays[1]), ("z", arrays[2])):
+        if array is not None and len(array) != len(arrays[0]):
+            raise checks.ParameterError(
+                name,
+                f"must have the same number of rows (samples) as x: {len(array)} against {len(arrays[0])}",
+            )
+    return arrays[0], arrays[1], arrays[2]
+
+
+def student_interval(values: np.ndarray, level: float) -> tuple[float, float, float, float]:
+    """(mean, standard error, low, high): the mean of ``values`` with the Student-t interval
+    mean +- t_{C-1, (1+level)/2} * std / sqrt(C) over the C values (NaN spread for one value)."""
+    from scipy import stats
+
+    mean = float(np.mean(values))
+    if len(values) < 2:
+        return mean, math.nan, math.nan, math.nan
+    stderr = float(np.std(values, ddof=1) / math.sqrt(len(values)))
+    half = float(stats.t.ppf(0.5 + level / 2, len(values) - 1)) * stderr
+    return mean, stderr, mean - half, mean + half
+
+
+def normal_interval(value: float, stderr: float, level: float) -> tuple[float, float]:
+    """value +- z_{(1+level)/2} * stderr."""
+    from scipy import stats
+
+    half = float(stats.norm.ppf(0.5 + level / 2)) * stderr
+    return value - half, value + half

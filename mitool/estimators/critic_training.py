@@ -1,0 +1,253 @@
+"""Training and scoring the critics of the neural estimators (:mod:`mitool.estimators.neural`).
+
+Training (:func:`train_critics`): R critics (R data sets, or R members of an ensemble) trained
+together as one model (:class:`mitool.stacked.StackedCritics`) with Adam on a bound's loss, each
+step a random batch of B fit pairs scored all-pairs, K = B - 1 in-batch negatives. Every
+``eval_every`` steps the validation pairs are scored as the test pairs will be; each critic is
+kept at its best validation value and training stops after ``patience`` scores without
+improvement (a flexible critic otherwise overfits small data sets and its held-out value falls,
+even below zero).
+
+Scoring (:func:`held_out_values`): the held-out pairs are cut into blocks of at most ``block``
+pairs; in each block every anchor is scored against all the other rows of the block
+(K = block - 1), and the anchors are grouped into chunks; the evaluation bound on each chunk gives
+one value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mitool import bounds
+from mitool.lazy import lazy_import
+
+if TYPE_CHECKING:
+    from torch import Tensor, nn
+
+    from mitool.stacked import StackedCritics
+
+torch = lazy_import("torch")  # the registry of estimators imports this module without training anything
+
+__all__ = [
+    "MIN_CHUNKS",
+    "MeanCritic",
+    "Training",
+    "all_pairs_scores",
+    "held_out_values",
+    "mi_of",
+    "train_critics",
+    "training_values",
+]
+
+MIN_CHUNKS = 10
+"""A block is cut into at least this many chunks (of at least 5 anchors) when it is large enough,
+so that small test sets still give an interval."""
+
+
+def training_values(name: str, options: Mapping[str, float]) -> Callable:
+    """(pos (R, B), neg (R, B, K), state (R,)) -> (loss (R,), mi (R,), new state): the bound's
+    training loss and estimate per run; the state is MINE's log moving average (NaN: not started),
+    passed through unchanged for the other bounds."""
+    if bounds.BOUNDS[name].stateful:
+
+        def values(pos: Tensor, neg: Tensor, state: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+            result, updated = bounds.mine(pos, neg, state, **options)
+            return result.loss, result.mi, updated
+
+    else:
+        function = bounds.get(name, **options)
+
+        def values(pos: Tensor, neg: Tensor, state: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+            result = function(pos, neg)
+            return result.loss, result.mi, state
+
+    return torch.func.vmap(values)
+
+
+def mi_of(name: str, options: Mapping[str, float]) -> Callable[[Tensor, Tensor], float]:
+    """The evaluation bound's value (a float) on scores that need no gradient."""
+    if bounds.BOUNDS[name].stateful:  # evaluation: the plain DV value, no moving average
+
+        def value(pos: Tensor, neg: Tensor) -> float:
+            return float(bounds.mine(pos, neg, None, **options)[0].mi)
+
+        return value
+    function = bounds.get(name, **options)
+    return lambda pos, neg: float(function(pos, neg).mi)
+
+
+def all_pairs_scores(
+    critic: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tensor, rows: int = 64
+) -> Tensor:
+    """The (b, b) matrix f(x_i, y_j), computed ``rows`` anchors at a time (a concat critic's hidden
+    layer for b^2 pairs at once would not fit in memory)."""
+    return torch.cat([critic(x[start : start + rows], y) for start in range(0, len(x), rows)])
+
+
+def _chunk_count(anchors: int, chunk: int) -> int:
+    return max(1, anchors // chunk, min(MIN_CHUNKS, anchors // 5))
+
+
+def held_out_values(
+    critic: Callable[[Tensor, Tensor], Tensor],
+    x: Tensor,
+    y: Tensor,
+    evaluate: Callable[[Tensor, Tensor], float],
+    block: int,
+    chunk: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The bound on held-out pairs (see the module): one value per chunk of anchors, and each
+    chunk's number of negatives K (blocks may differ in size by one row)."""
+    count = x.shape[0]
+    values, negatives = [], []
+    with torch.no_grad():
+        for rows_of_block in np.array_split(np.arange(count), max(1, math.ceil(count / block))):
+            index = torch.as_tensor(rows_of_block, device=x.device)
+            pos, neg = bounds.split_scores(all_pairs_scores(critic, x[index], y[index]))
+            for anchors in np.array_split(
+                np.arange(len(rows_of_block)), _chunk_count(len(rows_of_block), chunk)
+            ):
+                rows = torch.as_tensor(anchors, device=x.device)
+                values.append(evaluate(pos[rows], neg[rows]))
+                negatives.append(neg.shape[1])
+    return np.array(values), np.array(negatives)
+
+
+class MeanCritic:
+    """The mean score of several critics, f(x, y) = mean_m f_m(x, y): an ensemble. The bounds of
+    :mod:`mitool.bounds` are concave in the critic's scores (a linear term minus a log-sum-exp or a
+    mean of exponentials; SMILE's clipping is the exception), so their value at the mean critic is
+    at least the mean of the members' values. Called as a critic, ``critic(x, y)`` -> (B, M); it is
+    only scored, never trained."""
+
+    def __init__(self, members: Sequence[nn.Module]) -> None:
+        self.members = list(members)
+
+    def __call__(self, x: Tensor, y: Tensor) -> Tensor:
+        return torch.stack([member(x, y) for member in self.members]).mean(0)
+
+
+@dataclass
+class Training:
+    """What :func:`train_critics` did, per run: the step of the kept critic, its validation value,
+    the steps run, and the step at which the run diverged (None if it did not)."""
+
+    best_step: list[int]
+    best_value: list[float]
+    steps: int
+    diverged_step: list[int | None]
+    diverged_value: list[float | None]
+
+
+class _BestWeights:
+    """Each run's weights at its best validation value so far, and its patience count."""
+
+    def __init__(self, stack: StackedCritics) -> None:
+        self.weights = {name: value.detach().clone() for name, value in stack.named_parameters().items()}
+        runs = stack.runs
+        self.value, self.step, self.stale = [-math.inf] * runs, [0] * runs, [0] * runs
+
+    def update(
+        self, stack: StackedCritics, step: int, values: Sequence[float], active: Sequence[bool]
+    ) -> None:
+        improved = [active[r] and values[r] > self.value[r] for r in range(len(values))]
+        for run, better in enumerate(improved):
+            if better:
+                self.value[run], self.step[run], self.stale[run] = values[run], step, 0
+            elif active[run]:
+                self.stale[run] += 1
+        rows = torch.tensor(improved, device=next(iter(self.weights.values())).device)
+        for name, value in stack.named_parameters().items():
+            self.weights[name][rows] = value.detach()[rows]
+
+    def load_into(self, stack: StackedCritics) -> None:
+        with torch.no_grad():
+            for name, value in stack.named_parameters().items():
+                value.copy_(self.weights[name])
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How long and how :func:`train_critics` trains: most ``steps``, batches of ``batch_size``,
+    Adam's ``lr``, validation every ``eval_every`` steps scored in blocks of ``block`` with
+    ``chunk`` anchors per value, stopping after ``patience`` scores without improvement; a run whose
+    training value is not finite or beyond ``threshold`` nats stops there."""
+
+    steps: int
+    batch_size: int
+    lr: float
+    eval_every: int
+    patience: int
+    block: int
+    chunk: int
+    threshold: float = bounds.DIVERGENCE_THRESHOLD
+
+
+def _validation_values(
+    stack: StackedCritics, validation: tuple[Tensor, Tensor], evaluate: Callable, schedule: Schedule
+) -> list[float]:
+    x_validation, y_validation = validation
+    return [
+        float(np.mean(held_out_values(critic, x_validation[run], y_validation[run], evaluate,
+                                      schedule.block, schedule.chunk)[0]))
+        for run, critic in enumerate(stack.critics())
+    ]  # fmt: skip
+
+
+def train_critics(
+    stack: StackedCritics,
+    estimator: str,
+    options: Mapping[str, float],
+    fit: tuple[Tensor, Tensor],
+    validation: tuple[Tensor, Tensor],
+    evaluate: Callable[[Tensor, Tensor], float],
+    schedule: Schedule,
+    generators: Sequence[torch.Generator],
+    progress: Callable[[int, float], None] | None = None,
+) -> Training:
+    """Train the R critics of ``stack`` with bound ``estimator`` on their fit pairs (x, y of shapes
+    (R, n_fit, d)) and leave each at its best validation value (see the module); a run whose
+    training estimate runs away stops there (its :class:`Training` entries say where)."""
+    x_fit, y_fit = fit
+    runs, n_fit = x_fit.shape[0], x_fit.shape[1]
+    values_of = training_values(estimator, options)
+    state = torch.full((runs,), math.nan, device=x_fit.device)
+    optimiser = torch.optim.Adam(stack.parameters(), lr=schedule.lr, fused=True)
+    best = _BestWeights(stack)
+    diverged: list[int | None] = [None] * runs
+    diverged_value: list[float | None] = [None] * runs
+    run_index = torch.arange(runs, device=x_fit.device)[:, None]
+    step = 0
+    for step in range(1, schedule.steps + 1):
+        rows = torch.stack(
+            [torch.randperm(n_fit, generator=generator)[: schedule.batch_size] for generator in generators]
+        ).to(x_fit.device)
+        pos, neg = stack.scores(x_fit[run_index, rows], y_fit[run_index, rows])
+        loss, mi, state = values_of(pos, neg, state)
+        optimiser.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        optimiser.step()
+        for run, value in enumerate(mi.detach().tolist()):
+            if diverged[run] is None and (not math.isfinite(value) or abs(value) > schedule.threshold):
+                diverged[run], diverged_value[run] = step, value
+        active = [d is None for d in diverged]
+        if step % schedule.eval_every == 0 or step == schedule.steps:
+            values = _validation_values(stack, validation, evaluate, schedule)
+            best.update(stack, step, values, active)
+            if progress is not None:
+                progress(
+                    step, float(np.mean([v for v, a in zip(values, active, strict=True) if a] or [math.nan]))
+                )
+        if not any(active) or all(
+            s >= schedule.patience for s, a in zip(best.stale, active, strict=True) if a
+        ):
+            break
+    best.load_into(stack)
+    if progress is not None:
+        progress(schedule.steps, float(np.mean(best.value)))
+    return Training(best.step, best.value, step, diverged, diverged_value)

@@ -1,0 +1,104 @@
+"""Nearest-neighbour counts in the max-norm, shared by the k-NN estimators (KSG, and those for
+discrete, mixed and conditional data).
+
+For points w_i = (x_i, y_i) of a joint space and eps_i the max-norm distance from w_i to its k-th
+nearest other point, :func:`joint_neighbour_counts` gives, for each marginal space, the number of
+other points strictly within eps_i of point i there. The distances come from scipy's ``cKDTree``
+(one query for the k-th neighbours, one batched radius count per marginal space) when the joint
+dimension is small, and from an exact chunked all-pairs computation in torch when it is large, where
+k-d trees visit nearly every point anyway (n = 5000 at 25 + 25 dimensions: about 5 s with the trees
+on a 2-core CPU, about 1 s all-pairs). Both give the same counts (tested).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mitool import checks
+
+__all__ = ["TREE_MAX_DIM", "joint_neighbour_counts", "kth_distances", "counts_within"]
+
+TREE_MAX_DIM = 12
+"""Joint dimensions up to this use k-d trees for the neighbour counts, larger ones all pairs."""
+
+
+def _tree_counts(parts: Sequence[np.ndarray], ks: Sequence[int]) -> list[list[np.ndarray]]:
+    from scipy.spatial import cKDTree
+
+    joint = np.hstack(parts)
+    distances, _ = cKDTree(joint).query(joint, k=max(ks) + 1, p=np.inf)  # the point itself comes first
+    trees = [cKDTree(part) for part in parts]
+    counts = []
+    for k in ks:
+        radius = np.nextafter(distances[:, k], 0.0)  # "strictly within": the largest float below eps
+        counts.append(
+            [np.asarray(tree.query_ball_point(part, radius, p=np.inf, return_length=True)) - 1
+             for tree, part in zip(trees, parts, strict=True)]
+        )  # fmt: skip
+    return counts
+
+
+def _max_norm_distances(rows, points):
+    """(r, n) max-norm distances, one coordinate at a time (no (r, n, d) temporary)."""
+    import torch
+
+    distance = (rows[:, None, 0] - points[None, :, 0]).abs()
+    for column in range(1, rows.shape[1]):
+        torch.maximum(distance, (rows[:, None, column] - points[None, :, column]).abs(), out=distance)
+    return distance
+
+
+def _all_pairs_counts(
+    parts: Sequence[np.ndarray], ks: Sequence[int], chunk: int = 256
+) -> list[list[np.ndarray]]:
+    import torch
+
+    tensors = [torch.from_numpy(np.ascontiguousarray(part)) for part in parts]
+    counts: list[list[list]] = [[[] for _ in parts] for _ in ks]
+    for start in range(0, len(parts[0]), chunk):
+        distances = [_max_norm_distances(t[start : start + chunk], t) for t in tensors]
+        joint = distances[0]
+        for other in distances[1:]:
+            joint = torch.maximum(joint, other)
+        # the k-th neighbour in the joint space; the point itself (distance 0) is the first value
+        nearest = joint.topk(max(ks) + 1, dim=1, largest=False).values
+        for index, k in enumerate(ks):
+            radius = nearest[:, k, None]
+            for part, distance in enumerate(distances):
+                counts[index][part].append((distance < radius).sum(1) - 1)
+    return [[torch.cat(c).numpy() for c in per_k] for per_k in counts]
+
+
+def joint_neighbour_counts(
+    parts: Sequence[np.ndarray], ks: Sequence[int], method: str = "auto"
+) -> list[list[np.ndarray]]:
+    """For each k of ``ks`` and each space of ``parts`` (arrays (n, d_j) of the same rows; the
+    joint space is their concatenation): the number of other points strictly within the max-norm
+    distance from point i to its k-th nearest other point in the joint space, as counts[k][j][i].
+    ``method``: "tree" (k-d trees), "all-pairs" or "auto" (trees up to :data:`TREE_MAX_DIM` joint
+    dimensions). The distances are computed once for all k."""
+    checks.choice("method", method, ("auto", "tree", "all-pairs"))
+    if method == "auto":
+        method = "tree" if sum(part.shape[1] for part in parts) <= TREE_MAX_DIM else "all-pairs"
+    return _tree_counts(parts, ks) if method == "tree" else _all_pairs_counts(parts, ks)
+
+
+def kth_distances(points: np.ndarray, k: int) -> np.ndarray:
+    """The max-norm distance from each point to its k-th nearest other point (0 where k or more
+    other points coincide with it)."""
+    from scipy.spatial import cKDTree
+
+    distances, _ = cKDTree(points).query(points, k=k + 1, p=np.inf)
+    return distances[:, k]
+
+
+def counts_within(points: np.ndarray, radius: np.ndarray, strict: bool = True) -> np.ndarray:
+    """For each point i, the number of other points within max-norm distance radius[i] of it
+    (strictly within when ``strict``; a zero radius with ``strict=False`` counts the ties)."""
+    from scipy.spatial import cKDTree
+
+    reach = np.nextafter(radius, 0.0) if strict else radius
+    return np.asarray(cKDTree(points).query_ball_point(points, np.maximum(reach, 0.0), p=np.inf,
+                                                       return_length=True)) - 1  # fmt: skip

@@ -1,0 +1,444 @@
+"""The neural estimators: a critic trained with one of the bounds of :mod:`mitool.bounds`, its
+value on pairs it never saw. One estimator per bound, named after it (``infonce``, ``smile``, ...).
+
+An estimate is made in four steps:
+
+1. :func:`mitool.estimators.preparation.split_pairs`: the pairs are shuffled and cut into a fit
+   part (the critic trains on it), a validation part (it chooses the critic's step) and a test part
+   (it gives the estimate), by ``validation_fraction`` of the training pairs and ``test_fraction``
+   of all pairs.
+2. ``normalise``: each coordinate is replaced by the normal score of its rank among the training
+   pairs (``"rank"``, the default) or by its z-score (``"standard"``), maps fitted on the training
+   rows; both are increasing per coordinate, so the MI does not change. On the benchmark suite,
+   rank scores lowered the mean absolute error from 0.204 to 0.171 nats (docs/mi-benchmark.md).
+3. :func:`mitool.estimators.critic_training.train_critics`: ``ensemble`` critics per data set
+   (more than one: other initial weights and batches, the estimate scoring their mean), Adam on the
+   bound's loss, kept at their best validation value, stopped after ``patience`` scores without
+   improvement.
+4. :func:`mitool.estimators.critic_training.held_out_values`: the test pairs in blocks of at most
+   ``eval_block`` (each anchor scored against the other rows of its block, K = block - 1), the
+   anchors in chunks of about ``chunk``; the evaluation bound on chunk c gives e_c, the estimate is
+   mean_c(e_c) with the Student-t interval over the chunks. It covers the noise of the held-out
+   evaluation of the trained critic: not retraining with other seeds, and not the bound's own bias
+   (InfoNCE's cap, for one). Chunks of one block share their negatives, so it is approximate.
+
+Which bound may evaluate a critic trained with which (``evaluator``): training with bound A drives
+the critic to A's optimum (:attr:`mitool.bounds.Bound.critic_optimum`); only the bounds tight there
+(:func:`mitool.bounds.evaluators_for`) give a sensible value: a critic trained with infonce is
+optimal only up to a function c(x) of the anchor, which the InfoNCE family ignores and NWJ does not
+(NWJ on an InfoNCE critic gave -4.4e19). An ``evaluator`` outside that list is refused.
+
+InfoNCE-type values cannot exceed log(K + 1) (EqCo: log(alpha + 1)); an estimate within
+:data:`CEILING_MARGIN` of its ceiling is flagged ``at_ceiling``: it is a lower bound at its
+ceiling, and the MI may be far larger.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, make_dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mitool import bounds, checks, critics
+from mitool.estimators.base import DivergenceError, Estimate, Estimator, EstimatorSettings, Progress, setting
+from mitool.estimators.preparation import PREPARATIONS, canonical_maps, part_sizes, split_pairs
+
+if TYPE_CHECKING:
+    from mitool.estimators.critic_training import Training
+
+__all__ = [
+    "BOUNDED_CRITICS",
+    "CEILING_MARGIN",
+    "DEFAULT_ALPHA",
+    "NeuralEstimator",
+    "NeuralSettings",
+    "check_evaluator",
+]
+
+CEILING_MARGIN = 0.05
+"""An InfoNCE-type estimate within this many nats of its ceiling is reported as at the ceiling."""
+
+DEFAULT_ALPHA = 1024.0
+"""EqCo's alpha for the estimator when none is given: its cap log(1025) = 6.93 nats is InfoNCE's
+with the default block of 1024 held-out pairs."""
+
+BOUNDED_CRITICS = ("cosine",)
+"""The critics whose scores are bounded (cos / temperature lies in [-1/T, 1/T])."""
+
+_whole = partial(checks.whole_number, minimum=1)
+
+
+def _critic(name: str, value: object) -> str:
+    return checks.choice(name, value, critics.NAMES)
+
+
+def _preparation(name: str, value: object) -> str:
+    return checks.choice(name, value, PREPARATIONS)
+
+
+@dataclass(frozen=True)
+class NeuralSettings(EstimatorSettings):
+    """How a neural estimate is made: every default lives here, each field's meaning in its help
+    (which the command line shows)."""
+
+    critic: str = setting("separable", f"The critic, one of {', '.join(critics.NAMES)}.", _critic)
+    evaluator: str | None = setting(
+        None, "The bound scored on the held-out pairs (default: the estimator's own); only the bounds tight "
+        "at the critic the estimator trains (mitool.bounds.evaluators_for).",
+    )  # fmt: skip
+    steps: int = setting(2000, "Most training steps.", _whole)
+    batch_size: int = setting(
+        128, "Training batch B (K = B - 1 in-batch negatives).", partial(checks.whole_number, minimum=2)
+    )
+    lr: float = setting(5e-4, "Adam learning rate.", checks.positive)
+    test_fraction: float = setting(0.2, "Share of the pairs held out for the estimate.", checks.fraction)
+    validation_fraction: float = setting(
+        0.15, "Share of the training pairs scored for early stopping (the critic is kept at its best value).",
+        checks.fraction,
+    )  # fmt: skip
+    eval_every: int = setting(50, "Steps between validation scores.", _whole)
+    patience: int = setting(10, "Stop after this many validation scores without improvement.", _whole)
+    hidden: int = setting(256, "Width of the critic's MLPs.", _whole)
+    hidden_layers: int = setting(
+        2, "Hidden layers of the critic's MLPs.", partial(checks.whole_number, minimum=0)
+    )
+    embed_dim: int = setting(32, "Embedding size of the separable and cosine critics.", _whole)
+    temperature: float = setting(
+        0.1, "Temperature of the cosine critic (scores in [-1/T, 1/T]).", checks.positive
+    )
+    eval_block: int = setting(
+        1024, "Most held-out pairs scored together (K = block - 1 negatives).",
+        partial(checks.whole_number, minimum=2),
+    )  # fmt: skip
+    chunk: int = setting(50, "Held-out anchors per value of the interval.", _whole)
+    level: float = setting(0.95, "Confidence level of the interval.", checks.fraction)
+    ensemble: int = setting(
+        1, "Critics trained on each data set (other initial weights and batches); the estimate scores their "
+        "mean score, whose estimate is at least their mean estimate (the bounds are concave).", _whole,
+    )  # fmt: skip
+    canonical: bool = setting(
+        False, "Turn X and Y to their canonical (CCA) coordinates, fitted on the training rows (invertible "
+        "linear maps: the MI is unchanged; the linear dependence lands in the first coordinates).",
+    )  # fmt: skip
+    normalise: str = setting(
+        "rank", "How each coordinate is prepared, fitted on the training rows: standard (z-scores) or rank "
+        "(normal scores of the ranks); both are invertible per coordinate and keep the MI.", _preparation,
+    )  # fmt: skip
+    device: str = setting("cpu", "torch device of the critic (cpu, cuda, cuda:N).")
+
+
+def check_evaluator(estimator: str, evaluator: str) -> str:
+    """``evaluator`` when it is tight for a critic trained with ``estimator``
+    (:func:`mitool.bounds.evaluators_for`), else ParameterError saying which are."""
+    checks.choice("evaluator", evaluator, bounds.NAMES)
+    allowed = bounds.evaluators_for(estimator)
+    if evaluator not in allowed:
+        optimum = bounds.CRITIC_OPTIMA[bounds.BOUNDS[estimator].critic_optimum]
+        raise checks.ParameterError(
+            "evaluator",
+            f"{evaluator!r} is not tight for a critic trained with {estimator!r} (which converges to "
+            f"{optimum}) and can be arbitrarily wrong; use one of {', '.join(allowed)}",
+        )
+    return evaluator
+
+
+def _check_bounded(estimator: str, critic: str) -> None:
+    """DCL and DCLW drop the positive from the denominator: with unbounded scores their loss has
+    no lower bound and the estimate runs away (+165 nats at 10 true nats in the toy demo)."""
+    if bounds.BOUNDS[estimator].form in ("decoupled", "weighted") and critic not in BOUNDED_CRITICS:
+        raise checks.ParameterError(
+            "critic",
+            f"{critic!r} has unbounded scores, with which {estimator}'s loss has no lower bound and its "
+            "estimate runs away; use critic='cosine' (scores in [-1/T, 1/T]) or estimator='infonce'",
+        )
+
+
+def _divergence_message(estimator: str, critic: str, step: int, value: float, where: str) -> str:
+    advice = "use infonce (capped at log K, never runs away) or smile (bounded variance)"
+    if bounds.BOUNDS[estimator].form in ("decoupled", "weighted"):
+        advice = "use the bounded cosine critic (critic='cosine') or estimator='infonce'"
+    return (
+        f"the {estimator} estimate with the {critic} critic ran away {where} at step {step} "
+        f"({value:.4g} nats: not finite or beyond {bounds.DIVERGENCE_THRESHOLD:g}); {advice}"
+    )
+
+
+def _member_seed(seed: int, member: int) -> int:
+    """The seed of critic ``member`` of a data set's ensemble: the data set's own seed for the first."""
+    return seed if member == 0 else int(np.random.SeedSequence([seed, member]).generate_state(1)[0])
+
+
+class NeuralEstimator(Estimator):
+    """A critic trained with the bound :attr:`bound` and scored on held-out pairs (see the module).
+    One subclass per bound, made from the table of bounds (:data:`ESTIMATORS`)."""
+
+    bound: str = "infonce"
+    Settings = NeuralSettings
+
+    def __init__(self, **settings: object) -> None:
+        super().__init__(**settings)
+        chosen = self.settings
+        self.evaluator = check_evaluator(self.bound, chosen.evaluator or self.bound)
+        _check_bounded(self.bound, chosen.critic)
+        given = {name: getattr(chosen, name) for name in _option_names(self.bound)}
+        self.train_options = bounds.BOUNDS[self.bound].pick_options(given)
+        self.evaluation_options = bounds.BOUNDS[self.evaluator].pick_options(given)
+
+    def minimum_pairs(self, dim_x: int, dim_y: int, dim_z: int = 0) -> int:
+        """The fewest pairs for which the split leaves a full training batch, two validation pairs and
+        two test pairs."""
+        n = self.settings.batch_size
+        while not self._sizes_work(n):
+            n += 1
+        return n
+
+    def _sizes_work(self, n: int) -> bool:
+        n_fit, n_validation, n_test = part_sizes(
+            n, self.settings.test_fraction, self.settings.validation_fraction
+        )
+        return n_fit >= self.settings.batch_size and n_validation >= 2 and n_test >= 2
+
+    def _check_size(self, rows: tuple[np.ndarray, ...]) -> None:
+        n, settings = len(rows[0]), self.settings
+        if not self._sizes_work(n):
+            held_out = f"{100 * settings.test_fraction:g}% held out for the estimate"
+            validation = f"{100 * settings.validation_fraction:g}% of the rest for early stopping"
+            raise checks.ParameterError(
+                "x",
+                f"has too few samples ({n}; at least {self.minimum_pairs(1, 1)} for a training batch of "
+                f"{settings.batch_size} pairs with {held_out} and {validation})",
+            )
+
+    def _estimate(self, x, y, z, seed, progress) -> Estimate:
+        (result,) = self._estimate_rows([(x, y)], [seed], progress)
+        if isinstance(result, DivergenceError):
+            raise result
+        return result
+
+    def estimate_many(
+        self, datasets: Sequence[tuple[object, ...]], seeds: Sequence[int], progress: Progress | None = None
+    ) -> list[Estimate | DivergenceError]:
+        """The estimates of R data sets of one shape, their critics trained together as one model;
+        ``seeds`` fix each data set's split, initial weights and batches."""
+        from mitool.estimators.base import as_rows
+
+        rows = [as_rows(*data)[:2] for data in datasets]
+        if not rows or len({(x.shape, y.shape) for x, y in rows}) != 1 or len(seeds) != len(rows):
+            raise checks.ParameterError(
+                "datasets", "must be one or more (x, y) of one shape, with one seed each"
+            )
+        self._check_size(rows[0])
+        return self._estimate_rows(rows, list(seeds), progress)
+
+    def _estimate_rows(
+        self, rows: Sequence[tuple[np.ndarray, np.ndarray]], seeds: list[int], progress: Progress | None
+    ) -> list[Estimate | DivergenceError]:
+        from mitool.estimators import critic_training as training
+
+        start = time.perf_counter()
+        settings = self.settings
+        parts = _Parts.prepared(rows, seeds, settings)
+        members = settings.ensemble
+        member_seeds = [_member_seed(seed, member) for seed in seeds for member in range(members)]
+        stack = _stacked_critics(settings, parts.dims, member_seeds)
+        schedule = training.Schedule(
+            settings.steps, settings.batch_size, settings.lr, settings.eval_every, settings.patience,
+            settings.eval_block, settings.chunk,
+        )  # fmt: skip
+        result = training.train_critics(
+            stack, self.bound, self.train_options, parts.repeated("fit", members),
+            parts.repeated("validation", members), training.mi_of(self.evaluator, self.evaluation_options),
+            schedule, _generators(member_seeds), progress,
+        )  # fmt: skip
+        seconds = time.perf_counter() - start
+        trained = stack.critics()
+        return [
+            self._one_estimate(parts, run, trained[run * members : (run + 1) * members],
+                               range(run * members, (run + 1) * members), result, seconds)
+            for run in range(len(seeds))
+        ]  # fmt: skip
+
+    def _one_estimate(
+        self,
+        parts: _Parts,
+        run: int,
+        members: Sequence[Any],
+        indices: range,
+        training: Training,
+        seconds: float,
+    ) -> Estimate | DivergenceError:
+        """Data set ``run``'s estimate with the mean of its trained critics on its test pairs, or the
+        DivergenceError of a critic that ran away in training or of the estimate on the held-out pairs."""
+        from mitool.estimators import critic_training
+        from mitool.estimators.base import student_interval
+
+        settings = self.settings
+        for index in indices:
+            if training.diverged_step[index] is not None:
+                step, value = training.diverged_step[index], training.diverged_value[index]
+                return DivergenceError(
+                    _divergence_message(self.bound, settings.critic, step, value, "in training")
+                )
+        critic = members[0] if len(members) == 1 else critic_training.MeanCritic(members)
+        evaluate = critic_training.mi_of(self.evaluator, self.evaluation_options)
+        x_test, y_test = parts.test(run)
+        values, negatives = critic_training.held_out_values(
+            critic, x_test, y_test, evaluate, settings.eval_block, settings.chunk
+        )
+        bad = ~np.isfinite(values) | (np.abs(values) > bounds.DIVERGENCE_THRESHOLD)
+        if bad.any():
+            message = _divergence_message(
+                self.bound, settings.critic, training.steps, values[bad][0], "on held-out pairs"
+            )
+            return DivergenceError(message)
+        mean, stderr, low, high = student_interval(values, settings.level)
+        ceiling = _ceiling_of_mean(self.evaluator, negatives, self.evaluation_options)
+        at_ceiling = ceiling is not None and mean >= ceiling - CEILING_MARGIN
+        split = parts.splits[run]
+        details = {
+            "critic": settings.critic, "evaluator": self.evaluator, "n_fit": len(split.fit),
+            "n_validation": len(split.validation), "n_test": len(split.test),
+            "negatives_train": settings.batch_size - 1, "negatives_test": int(negatives.min()),
+            "steps": training.steps, "best_step": max(training.best_step[i] for i in indices),
+            "ceiling": ceiling, "at_ceiling": at_ceiling,
+        }  # fmt: skip
+        notes = (_ceiling_note(self.evaluator, ceiling),) if at_ceiling else ()
+        return Estimate(
+            value=mean, stderr=stderr, ci_low=low, ci_high=high, ci_level=settings.level,
+            interval=f"Student-t interval over {len(values)} chunks of held-out anchors (noise of the "
+            "held-out evaluation of this critic; not retraining, not the bound's bias)",
+            estimator=self.name, n_pairs=parts.n_pairs, seconds=seconds, notes=notes, details=details,
+        )  # fmt: skip
+
+
+def _ceiling_note(evaluator: str, ceiling: float) -> str:
+    return (
+        f"at the ceiling: {evaluator} cannot exceed {ceiling:.4f} nats (log(K + 1); eqco: log(alpha + 1)) "
+        f"and this is within {CEILING_MARGIN} of it, so this is a lower bound at its ceiling and the MI may "
+        "be much larger; use estimator smile or nwj (not capped), or more held-out pairs"
+    )
+
+
+def _ceiling_of_mean(evaluator: str, negatives: np.ndarray, options: dict[str, float]) -> float | None:
+    """The largest value the mean over chunks can take: the mean of the chunks' ceilings
+    (log(K_c + 1) for InfoNCE, K_c the chunk's negatives), None for a bound without one."""
+    ceilings = [bounds.BOUNDS[evaluator].ceiling(int(k), options) for k in negatives]
+    return None if ceilings[0] is None else float(np.mean(ceilings))
+
+
+def _generators(seeds: Sequence[int]) -> list[Any]:
+    import torch
+
+    return [torch.Generator().manual_seed(seed) for seed in seeds]
+
+
+def _stacked_critics(settings: NeuralSettings, dims: tuple[int, int], seeds: Sequence[int]) -> Any:
+    """R critics, critic r built under torch's global seed ``seeds[r]``, stacked on the device."""
+    import torch
+
+    from mitool.stacked import StackedCritics
+
+    made = []
+    options = critics.pick_options(settings.critic, vars(settings))
+    for seed in seeds:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            made.append(critics.make_critic(settings.critic, *dims, **options).to(settings.device))
+    return StackedCritics(made)
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """R data sets split and prepared: tensors (R, rows, d) of each part of x and of y, the splits,
+    the number of pairs of each data set."""
+
+    parts: dict[str, tuple[Any, Any]]
+    splits: list
+    n_pairs: int
+    dims: tuple[int, int] = field(default=(0, 0))
+
+    @classmethod
+    def prepared(
+        cls, rows: Sequence[tuple[np.ndarray, np.ndarray]], seeds: Sequence[int], settings: NeuralSettings
+    ) -> _Parts:
+        import torch
+
+        splits = [split_pairs(len(x), settings.test_fraction, settings.validation_fraction, seed)
+                  for (x, _), seed in zip(rows, seeds, strict=True)]  # fmt: skip
+        runs = [_prepared_run(x, y, split, settings) for (x, y), split in zip(rows, splits, strict=True)]
+
+        def stacked(side: int, part: int) -> Any:
+            values = np.stack([run[side][part] for run in runs])
+            return torch.as_tensor(values, dtype=torch.float32, device=settings.device)
+
+        parts = {
+            name: (stacked(0, index), stacked(1, index))
+            for index, name in enumerate(("fit", "validation", "test"))
+        }
+        dims = (rows[0][0].shape[1], rows[0][1].shape[1])
+        return cls(parts, splits, len(rows[0][0]), dims)
+
+    def repeated(self, part: str, times: int) -> tuple[Any, Any]:
+        """Part ``part`` of every data set, each repeated ``times`` times (the members of an ensemble)."""
+        return tuple(data.repeat_interleave(times, dim=0) for data in self.parts[part])  # type: ignore[return-value]
+
+    def test(self, run: int) -> tuple[Any, Any]:
+        x, y = self.parts["test"]
+        return x[run], y[run]
+
+
+def _prepared_run(x: np.ndarray, y: np.ndarray, split, settings: NeuralSettings) -> list[list[np.ndarray]]:
+    """One data set's [fit, validation, test] rows of x and of y, prepared (normalised, and in
+    canonical coordinates when asked) by maps fitted on its training rows."""
+    prepare = PREPARATIONS[settings.normalise]
+    prepared = [
+        prepare(data[split.train], data[split.fit], data[split.validation], data[split.test])
+        for data in (x, y)
+    ]
+    if settings.canonical:
+        map_x, map_y = canonical_maps(prepared[0][0], prepared[1][0])
+        prepared = [[part @ map_x.T for part in prepared[0]], [part @ map_y.T for part in prepared[1]]]
+    return [parts[1:] for parts in prepared]
+
+
+def _option_names(bound: str) -> tuple[str, ...]:
+    """The options of ``bound`` and of the bounds that may evaluate its critic (a setting each),
+    without those the contrastive methods set from their score temperature."""
+    names = [
+        option.name
+        for name in (bound, *bounds.evaluators_for(bound))
+        for option in bounds.BOUNDS[name].options
+        if not option.score_temperature
+    ]
+    return tuple(dict.fromkeys(names))
+
+
+def _option_field(name: str) -> tuple[str, Any, Any]:
+    """The settings field of bound option ``name``: its meaning from the table; eqco's alpha
+    defaults to :data:`DEFAULT_ALPHA`, the others to the table's default (None here)."""
+    option = next(o for bound in bounds.BOUNDS.values() for o in bound.options if o.name == name)
+    users = ", ".join(b.name for b in bounds.BOUNDS.values() if name in b.option_names)
+    default = DEFAULT_ALPHA if name == "alpha" else None
+    meaning = f"{option.meaning[0].upper()}{option.meaning[1:]} ({users} only)."
+    return name, float | None, setting(default, meaning)
+
+
+def _estimator_for(bound: bounds.Bound) -> type[NeuralEstimator]:
+    """The estimator of bound ``bound``: its settings are :class:`NeuralSettings` plus the options of
+    the bound and of its evaluators."""
+    settings = make_dataclass(
+        f"{bound.name.capitalize()}Settings", [_option_field(name) for name in _option_names(bound.name)],
+        bases=(NeuralSettings,), frozen=True,
+    )  # fmt: skip
+    settings.__doc__ = f"{NeuralSettings.__doc__} With the options of {bound.name} and its evaluators."
+    attributes = {"name": bound.name, "bound": bound.name, "summary": bound.summary, "number": bound.estimate,
+                  "Settings": settings, "__doc__": f"{bound.summary}: {bound.estimate}."}  # fmt: skip
+    return type(f"{bound.name.capitalize()}Estimator", (NeuralEstimator,), attributes)
+
+
+ESTIMATORS: list[type[Estimator]] = [_estimator_for(bound) for bound in bounds.BOUNDS.values()]
+"""One neural estimator per bound of :data:`mitool.bounds.BOUNDS`, in the table's order."""

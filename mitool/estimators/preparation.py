@@ -1,0 +1,129 @@
+"""How the pairs are cut and prepared before a critic sees them (numpy only).
+
+* :func:`split_pairs`: a seeded shuffle cut into a fit part (the critic trains on it), a
+  validation part (it chooses the critic's step) and a test part (it gives the estimate);
+  :func:`fold_splits` cuts the pairs into k folds instead, each fold the test part of one split
+  (cross-fitting: every pair gives the estimate once).
+* :func:`normal_scores` (rank normal scores) and :func:`standardise` (z-scores): each coordinate
+  mapped by a function fitted on the training rows; both are increasing per coordinate, so the MI
+  does not change (:data:`PREPARATIONS`).
+* :func:`canonical_maps`: invertible linear maps to canonical (CCA) coordinates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from mitool import checks
+
+__all__ = [
+    "PREPARATIONS",
+    "Split",
+    "canonical_maps",
+    "fold_splits",
+    "normal_scores",
+    "part_sizes",
+    "split_pairs",
+    "standardise",
+]
+
+
+@dataclass(frozen=True)
+class Split:
+    """Row indices of the fit, validation and test parts."""
+
+    fit: np.ndarray
+    validation: np.ndarray
+    test: np.ndarray
+
+    @property
+    def train(self) -> np.ndarray:
+        """The rows that may shape the critic: fit and validation."""
+        return np.concatenate([self.fit, self.validation])
+
+
+def part_sizes(n: int, test_fraction: float, validation_fraction: float) -> tuple[int, int, int]:
+    """(fit, validation, test) sizes: ``test_fraction`` of all pairs held out, then
+    ``validation_fraction`` of the rest."""
+    n_test = int(round(n * test_fraction))
+    n_train = n - n_test
+    n_validation = int(round(n_train * validation_fraction))
+    return n_train - n_validation, n_validation, n_test
+
+
+def split_pairs(n: int, test_fraction: float, validation_fraction: float, seed: int) -> Split:
+    """A seeded shuffle of n pairs cut into fit, validation and test parts (:func:`part_sizes`)."""
+    n_fit, n_validation, _ = part_sizes(n, test_fraction, validation_fraction)
+    order = np.random.default_rng(seed).permutation(n)
+    return Split(order[:n_fit], order[n_fit : n_fit + n_validation], order[n_fit + n_validation :])
+
+
+def fold_splits(n: int, folds: int, validation_fraction: float, seed: int) -> list[Split]:
+    """k-fold cross-fitting: a seeded shuffle of n pairs cut into ``folds`` parts; split j tests
+    on part j and trains on the others, ``validation_fraction`` of which choose the step. Every
+    pair is in exactly one test part."""
+    checks.whole_number("folds", folds, 2, n)
+    order = np.random.default_rng(seed).permutation(n)
+    parts = np.array_split(order, folds)
+    splits = []
+    for index, test in enumerate(parts):
+        train = np.concatenate([part for other, part in enumerate(parts) if other != index])
+        n_validation = int(round(len(train) * validation_fraction))
+        splits.append(Split(train[n_validation:], train[:n_validation], test))
+    return splits
+
+
+def standardise(train: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
+    """``train`` and ``others`` shifted and scaled per column by ``train``'s mean and standard
+    deviation (ddof 0; a constant column is only shifted)."""
+    mean, scale = train.mean(axis=0), train.std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    return [(array - mean) / scale for array in (train, *others)]
+
+
+def normal_scores(train: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
+    """Each column of ``train`` and ``others`` through the training column's empirical CDF and the
+    normal quantile: z = Phi^-1(F(v)), with F linear between the sorted training values at levels
+    (i + 1/2) / n and held at the end levels beyond them. A strictly increasing map per
+    coordinate within the training range (ties and the few values beyond it are merged), so the MI
+    is unchanged; the marginals become standard normal, which undoes monotone distortions of the
+    coordinates and tames long tails."""
+    from scipy.special import ndtri
+
+    count = len(train)
+    levels = (np.arange(count) + 0.5) / count
+    ordered = np.sort(train, axis=0)
+    return [
+        np.stack(
+            [ndtri(np.interp(array[:, j], ordered[:, j], levels)) for j in range(train.shape[1])], axis=1
+        )
+        for array in (train, *others)
+    ]
+
+
+def _inverse_root(covariance: np.ndarray) -> np.ndarray:
+    values, vectors = np.linalg.eigh(covariance)
+    values = np.maximum(values, 1e-9 * max(values.max(), 1e-300))
+    return (vectors / np.sqrt(values)) @ vectors.T
+
+
+def canonical_maps(x_train: np.ndarray, y_train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Invertible linear maps A (dx, dx) and B (dy, dy) to canonical coordinates: x -> A x and
+    y -> B y whiten each side and turn it so that the cross-covariance of the training rows is
+    diagonal, the canonical correlations in decreasing order (CCA). With W_x = S_xx^-1/2,
+    W_y = S_yy^-1/2 and the SVD W_x S_xy W_y = U D V', A = U' W_x and B = V' W_y. Invertible maps
+    of X and of Y leave the MI unchanged; the linear dependence is then in the first coordinates."""
+    x_centred, y_centred = x_train - x_train.mean(0), y_train - y_train.mean(0)
+    count = len(x_train) - 1
+    white_x = _inverse_root(x_centred.T @ x_centred / count)
+    white_y = _inverse_root(y_centred.T @ y_centred / count)
+    left, _, right = np.linalg.svd(white_x @ (x_centred.T @ y_centred / count) @ white_y)
+    return left.T @ white_x, right @ white_y
+
+
+PREPARATIONS: dict[str, Callable[..., list[np.ndarray]]] = {"standard": standardise, "rank": normal_scores}
+"""How the coordinates are prepared before training: both are increasing per coordinate and
+fitted on the training rows only."""

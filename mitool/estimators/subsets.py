@@ -1,0 +1,71 @@
+"""What the estimators that train nothing share: an interval from disjoint subsets of the pairs,
+and the count of tied rows (repeated values), which k-NN estimators of continuous data must refuse.
+
+Standard error by subsampling: the estimator on m disjoint random subsets of n / m pairs gives m
+values v_j; since the variance of these estimators falls like 1/n, the standard error of the
+estimate on all n pairs is std(v) / sqrt(m). It covers the sampling noise of the pairs, not the
+estimator's bias. (The bootstrap would repeat points, which are zero-distance neighbours for the
+k-NN estimators.)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from mitool.estimators.base import Estimate, Estimator, normal_interval
+
+__all__ = ["subsample_values", "subset_estimate", "tied_rows"]
+
+
+def subsample_values(
+    function: Callable[..., float], parts: tuple[np.ndarray, ...], subsets: int, seed: int
+) -> np.ndarray:
+    """``function(*parts)`` on ``subsets`` disjoint random subsets of the rows."""
+    order = np.random.default_rng(seed).permutation(len(parts[0]))
+    return np.array([function(*(part[rows] for part in parts)) for rows in np.array_split(order, subsets)])
+
+
+def subset_estimate(
+    estimator: Estimator,
+    function: Callable[..., float],
+    x: np.ndarray,
+    y: np.ndarray,
+    subsets: int,
+    seed: int,
+    level: float,
+    z: np.ndarray | None = None,
+    details: Mapping[str, Any] | None = None,
+    notes: tuple[str, ...] = (),
+) -> Estimate:
+    """The :class:`Estimate` of ``function(x, y[, z])`` on all pairs with the normal interval from
+    ``subsets`` disjoint subsets (fewer when the data are too small: each subset keeps at least the
+    estimator's minimum of pairs; no interval below two subsets)."""
+    start = time.perf_counter()
+    parts = (x, y) if z is None else (x, y, z)
+    value = float(function(*parts))
+    needed = estimator.minimum_pairs(*(part.shape[1] for part in parts))
+    used = min(subsets, len(x) // max(needed, 1))
+    if used >= 2:
+        values = subsample_values(function, parts, used, seed)
+        stderr = float(values.std(ddof=1) / math.sqrt(used))
+        low, high = normal_interval(value, stderr, level)
+        interval = (f"normal interval from {used} disjoint subsets (sampling noise of the pairs; not the "
+                    "estimator's bias)")  # fmt: skip
+    else:
+        stderr = low = high = math.nan
+        interval = "none: too few pairs for two disjoint subsets"
+    return Estimate(
+        value=value, stderr=stderr, ci_low=low, ci_high=high, ci_level=level, interval=interval,
+        estimator=estimator.name, n_pairs=len(x), seconds=time.perf_counter() - start, notes=notes,
+        details=dict(details or {}),
+    )  # fmt: skip
+
+
+def tied_rows(*arrays: np.ndarray) -> int:
+    """The most rows, over ``arrays`` (each (n, d)), that repeat an earlier row of the same array."""
+    return max(len(array) - len(np.unique(array, axis=0)) for array in arrays)
