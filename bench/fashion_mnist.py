@@ -48,7 +48,8 @@ from mitool.vision.config import PretrainConfig, resolve_defaults  # noqa: E402
 from mitool.vision.datasets import dataset_info  # noqa: E402
 from mitool.vision.evaluate import evaluate_knn, load_backbone  # noqa: E402
 from mitool.vision.methods import build_method  # noqa: E402
-from mitool.vision.train import pretrain, training_step  # noqa: E402
+from mitool.vision.step import training_step  # noqa: E402
+from mitool.vision.train import pretrain  # noqa: E402
 
 RUNS = ("simo-eqco", "simclr-infonce", "simclr-dcl")
 

@@ -85,7 +85,7 @@ def method_step(
     shuffle-BN with split BatchNorm on one process, or plain/synchronised BatchNorm)."""
     from mitool.vision.config import PretrainConfig, resolve_defaults
     from mitool.vision.methods import build_method
-    from mitool.vision.train import training_step
+    from mitool.vision.step import training_step
 
     device = views[0].device
     options = {"negatives": queue_size, "bn_mode": bn_mode} if method == "moco" else {}

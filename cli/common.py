@@ -19,6 +19,7 @@ from mitool.runner import RanksMissing, SettingsDiffer, Terminated, sigterm_as_i
 __all__ = [
     "check_device",
     "command_line",
+    "program_words",
     "log_line",
     "parse_list",
     "progress_reporter",
@@ -63,18 +64,23 @@ def progress_reporter(bar: Progress) -> Callable[..., None]:
     return report
 
 
-def command_line(*extra: str) -> str:
-    """The command that ran, to type again: the program by the path that ran it (a virtual
-    environment need not be active), then its arguments and ``extra``, quoted for the shell."""
+def program_words() -> list[str]:
+    """The words that run this program again: the path that ran it (a virtual environment need not
+    be active), or ``python -m mitool.cli.main`` as it was run."""
     import os
-    import shlex
 
     program = sys.argv[0]
     if os.path.basename(program) == "main.py" or program.endswith("-m"):  # python -m mitool.cli.main
-        words = [sys.executable, "-m", "mitool.cli.main"]
-    else:
-        words = [os.path.abspath(program) if os.sep in program or os.path.exists(program) else program]
-    return shlex.join([*words, *sys.argv[1:], *extra])
+        return [sys.executable, "-m", "mitool.cli.main"]
+    return [os.path.abspath(program) if os.sep in program or os.path.exists(program) else program]
+
+
+def command_line(*extra: str) -> str:
+    """The command that ran, to type again (:func:`program_words`, then its arguments and ``extra``),
+    quoted for the shell."""
+    import shlex
+
+    return shlex.join([*program_words(), *sys.argv[1:], *extra])
 
 
 def log_line(message: str) -> None:

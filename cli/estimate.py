@@ -13,13 +13,12 @@ import click
 
 from mitool import estimators
 from mitool.cli.errors import FriendlyCommand
-from mitool.cli.options import given_options, settings_options
+from mitool.cli.options import given_options, option_specs, settings_options
 from mitool.estimators.base import CASES, Estimate
 
 __all__ = ["describe", "estimate_command", "estimator_help"]
 
-_CLASSES = [(name, estimators.estimator_class(name).Settings) for name in estimators.names()]
-_SETTING_NAMES = tuple(dict.fromkeys(field for _, settings in _CLASSES for field in settings.names()))
+_OPTIONS = option_specs([(name, estimators.estimator_class(name).Settings) for name in estimators.names()])
 
 
 def estimator_help() -> str:
@@ -39,7 +38,7 @@ def estimator_help() -> str:
     "--estimator", type=click.Choice(estimators.names()), default=None,
     help=f"The estimator (listed below) [default: {estimators.DEFAULTS['continuous']} for continuous data].",
 )  # fmt: skip
-@settings_options(_CLASSES)
+@settings_options(_OPTIONS)
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Seed of the split, weights, batches, subsets."
 )
@@ -69,7 +68,7 @@ def estimate_command(context: click.Context, x: str, y: str, estimator: str | No
 
     set_threads_to_free_cores()
     name = estimator or estimators.DEFAULTS["continuous"]
-    settings = given_options(context, _SETTING_NAMES)
+    settings = given_options(context, _OPTIONS)
     estimators.estimator_class(name)(**settings)  # an unknown setting is refused before the data are read
     x_data, y_data = load_samples(x, "X"), load_samples(y, "Y")
     steps = settings.get("steps", getattr(estimators.estimator_class(name).Settings, "steps", 0))

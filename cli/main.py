@@ -1,45 +1,62 @@
-"""The ``mitool`` command: a thin click front end over :mod:`mitool.toy` and :mod:`mitool.vision`.
+"""The ``mitool`` command: a thin click front end over :mod:`mitool.estimate`, :mod:`mitool.benchmark`,
+:mod:`mitool.toy` and :mod:`mitool.vision`.
 
 Errors in what the user asked for (ValueError from the library, bad files) become a one-line
-message and exit code 2, never a traceback.
+message and exit code 2, never a traceback. Each sub-command's module is imported when that command
+runs (or shows its help), so ``mitool --help`` imports none of them, and none imports torch,
+torchvision or matplotlib before its command runs.
 """
 
 from __future__ import annotations
+
+import importlib
+import sys
 
 import click
 
 from mitool.cli.errors import FriendlyGroup
 
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "estimate": ("mitool.cli.estimate", "estimate_command", "Estimate I(X; Y) in nats from paired samples."),
+    "benchmark": ("mitool.cli.benchmark", "benchmark", "Estimators x tasks with known MI x sizes x seeds."),
+    "toy": ("mitool.cli.toy", "toy", "The toy MI study: every bound against the number of negatives K."),
+    "vision": ("mitool.cli.vision", "vision", "Vision pretraining (MoCo v2, SiMo, SimCLR/DCL), evaluation."),
+}  # fmt: skip
+"""Each sub-command: its module, the click command in it, and its line in ``mitool --help``."""
 
-@click.group(cls=FriendlyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(FriendlyGroup):
+    """A group whose commands are imported when one of them is asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attribute, _ = COMMANDS[name]
+        return getattr(importlib.import_module(module), attribute)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, summary) for name, (_, _, summary) in COMMANDS.items()])
+
+    def invoke(self, ctx: click.Context):  # type: ignore[override]
+        """A Ctrl-C that no command caught (while the program starts, imports, reads its data): one
+        line and exit 130, not click's "Aborted!" or a traceback."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("mitool: interrupted before anything was written", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="mitool")
 def main() -> None:
     """Mutual-information estimation with learned critics, and contrastive pretraining of
     vision encoders with the same bounds."""
 
-
-def _register() -> None:
-    """Attach the sub-command groups that exist (each lives in its own module)."""
-    import importlib
-
-    for module_name, attribute in (
-        ("mitool.cli.toy", "toy"),
-        ("mitool.cli.estimate", "estimate_command"),
-        ("mitool.cli.benchmark", "benchmark"),
-        ("mitool.cli.vision", "vision"),
-    ):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name == module_name:
-                continue
-            raise
-        command = getattr(module, attribute, None)
-        if command is not None:
-            main.add_command(command)
-
-
-_register()
 
 if __name__ == "__main__":
     main()

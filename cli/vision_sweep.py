@@ -1,5 +1,11 @@
 """``mitool vision sweep``: a grid of pretraining runs with their evaluation (a thin shell over
-:mod:`mitool.vision.sweep`)."""
+:mod:`mitool.vision.sweep`).
+
+Its options: the grid's axes (comma-separated lists of the settings of
+:class:`mitool.vision.sweep.Grid`), every per-run option of ``vision pretrain`` (made, as there, from
+:class:`mitool.vision.config.PretrainConfig`: the two commands cannot disagree), and the evaluation
+that follows each run (:class:`mitool.vision.sweep.Evaluation`).
+"""
 
 from __future__ import annotations
 
@@ -8,74 +14,47 @@ import os
 import click
 
 from mitool import checks
-from mitool.checks import ParameterError
 from mitool.cli.common import command_line, log_line, parse_list, resumable_run
 from mitool.cli.errors import FriendlyCommand
-from mitool.vision.backbones import ARCHITECTURES
-from mitool.vision.config import DEVICES, GPU_AUGMENT_MODES, LOSSES, PRECISIONS
-from mitool.vision.datasets import DATASETS
+from mitool.cli.options import given_options, option_specs, settings_options
+from mitool.cli.vision_options import pretrain_options
 from mitool.vision.methods import METHODS
-from mitool.vision.sweep import Grid
+from mitool.vision.sweep.grid import Evaluation, Grid
 
 __all__ = ["sweep"]
 
+_AXES = {"method": str, "loss": str, "negatives": int, "alpha": float, "batch_size": int,
+         "temperature": float, "seeds": int}  # fmt: skip
+"""The grid's axes and the type of their items (comma-separated on the command line)."""
 
-def _device_of_this_process(device: str) -> None:
-    import torch
+_RUN = pretrain_options(skip=(*_AXES, "seed", "knn_every", "knn_k", "knn_temperature", "knn_max_samples"))
+_EVALUATION = option_specs([("evaluation", Evaluation)])
 
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ParameterError("device", "cuda was asked for but no CUDA GPU is available; use cpu")
+
+def _axis_options(function):
+    helps = {
+        "method": f"Comma-separated methods: {', '.join(METHODS)} [moco].",
+        "loss": "Comma-separated bounds: infonce, eqco, dcl, dclw [the method's].",
+        "negatives": "Comma-separated K (moco queue, simo negatives) [the method's].",
+        "alpha": "Comma-separated EqCo alphas (eqco loss only) [the method's].",
+        "batch_size": "Comma-separated global batch sizes [the method's].",
+        "temperature": "Comma-separated tau [the method's].",
+        "seeds": "Comma-separated seeds, e.g. 0,1 [0].",
+    }
+    for name in reversed(_AXES):
+        function = click.option("--" + name.replace("_", "-"), name, default=None, help=helps[name])(function)
+    return function
 
 
 @click.command("sweep", cls=FriendlyCommand)
-@click.option(
-    "--method", default="moco", show_default=True, help=f"Comma-separated methods: {', '.join(METHODS)}."
-)
-@click.option("--loss", default=None, help=f"Comma-separated bounds: {', '.join(LOSSES)} [the method's].")
-@click.option(
-    "--negatives", default=None, help="Comma-separated K (moco queue, simo negatives) [the method's]."
-)
-@click.option("--alpha", default=None, help="Comma-separated EqCo alphas (eqco loss only) [256].")
-@click.option("--batch-size", default=None, help="Comma-separated global batch sizes [the method's].")
-@click.option("--temperature", default=None, help="Comma-separated tau [the method's].")
-@click.option("--seeds", default="0", show_default=True, help="Comma-separated seeds, e.g. 0,1.")
-@click.option("--arch", type=click.Choice(ARCHITECTURES), default="resnet50", show_default=True)
-@click.option("--dataset", type=click.Choice(DATASETS), default="imagefolder", show_default=True)
-@click.option("--data", "data_dir", default=None, help="Dataset directory.")
-@click.option("--image-size", type=int, default=None, help="Side of the views [the dataset's].")
-@click.option("--epochs", type=int, default=None, help="[the method's]")
-@click.option("--base-lr", type=float, default=None, help="lr = base lr x batch / 256 [the method's].")
-@click.option("--warmup-epochs", type=float, default=None, help="[the method's]")
-@click.option("--weight-decay", type=float, default=None, help="[the method's]")
-@click.option("--key-momentum", type=float, default=None, help="Momentum encoder m [the method's].")
-@click.option("--symmetric", is_flag=True, help="moco: symmetric loss.")
-@click.option("--bn-splits", type=int, default=8, show_default=True, help="moco split-BN groups.")
-@click.option("--precision", type=click.Choice(PRECISIONS), default=None, help="[bf16 cuda, fp32 cpu]")
-@click.option(
-    "--gpu-augment",
-    type=click.Choice(GPU_AUGMENT_MODES),
-    default="off",
-    show_default=True,
-    help="As pretrain.",
-)
-@click.option("--synthetic-size", type=int, default=None, help="Images in the synthetic dataset.")
-@click.option("--max-minutes", type=float, default=None, help="Wall-time limit of each run.")
-@click.option("--knn-k", type=int, default=200, show_default=True, help="k of the kNN evaluation.")
-@click.option("--knn-temperature", type=float, default=0.1, show_default=True, help="t of the kNN vote.")
-@click.option("--knn-max-samples", type=int, default=None, help="Cap on the kNN memory and query sets.")
-@click.option(
-    "--linear-epochs", type=int, default=0, show_default=True, help="Linear probe epochs after kNN (0: none)."
-)
+@_axis_options
+@settings_options(_RUN)
+@settings_options(_EVALUATION)
 @click.option("--parallel", type=int, default=1, show_default=True, help="Runs side by side on the device.")
-@click.option("--device", type=click.Choice(DEVICES), default="cpu", show_default=True)
-@click.option("--workers", type=int, default=None, help="Data loader processes per run [sized to the cores].")
-@click.option(
-    "--checkpoint-every", type=int, default=200, show_default=True, help="Steps between checkpoints."
-)
-@click.option("--log-every", type=int, default=10, show_default=True, help="Steps between metrics records.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Sweep directory.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def sweep(**options) -> None:
+@click.pass_context
+def sweep(context: click.Context, parallel: int, out: str, quiet: bool, **options) -> None:
     """A grid of pretraining runs, each followed by its kNN (and linear) evaluation.
 
     \b
@@ -95,17 +74,23 @@ def sweep(**options) -> None:
     from mitool.runner import Launch
     from mitool.runtime import free_cores, set_threads_to_free_cores
     from mitool.vision.config import PretrainConfig
-    from mitool.vision.sweep import Evaluation, SweepFailed, expand, run_sweep
+    from mitool.vision.sweep import SweepFailed, expand, run_sweep
 
     set_threads_to_free_cores()
-    grid = _grid(options)
-    evaluation = Evaluation(**{key: options.pop(key) for key in EVALUATION_OPTIONS})
-    parallel = checks.whole_number("parallel", options.pop("parallel"), minimum=1)
-    quiet, out = options.pop("quiet"), options["out"]
-    _device_of_this_process(options["device"])
-    runs = expand(grid, PretrainConfig(knn_every=0, **options), out)
+    grid = Grid(
+        **{
+            name: tuple(parse_list(name, options[name], kind))
+            for name, kind in _AXES.items()
+            if options[name]
+        }
+    )
+    evaluation = Evaluation(**given_options(context, _EVALUATION))
+    parallel = checks.whole_number("parallel", parallel, minimum=1)
+    run_settings = given_options(context, _RUN)
+    _check_device(run_settings.get("device", "cpu"))
+    runs = expand(grid, PretrainConfig(knn_every=0, out=out, **run_settings), out)
     launch = Launch.from_environment()
-    threads = max(1, free_cores() // parallel) if options["device"] == "cpu" else None
+    threads = max(1, free_cores() // parallel) if run_settings.get("device", "cpu") == "cpu" else None
     if launch.rank == 0:
         log_line(f"vision sweep: {len(runs)} runs into {os.path.join(out, 'runs')}, {parallel} at a time")
     try:
@@ -118,20 +103,14 @@ def sweep(**options) -> None:
             click.echo(f"wrote {os.path.join(out, name)}")
 
 
-EVALUATION_OPTIONS = ("knn_k", "knn_temperature", "knn_max_samples", "linear_epochs")
+def _check_device(device: str) -> None:
+    from mitool.checks import ParameterError
 
+    if device == "cuda":
+        import torch
 
-_GRID_TYPES = {"method": str, "loss": str, "negatives": int, "alpha": float, "batch_size": int,
-               "temperature": float, "seeds": int}  # fmt: skip
-
-
-def _grid(options: dict) -> Grid:
-    """The grid's axes, taken out of ``options`` (comma-separated; not given: the method's default)."""
-    axes = {}
-    for name, kind in _GRID_TYPES.items():
-        text = options.pop(name)
-        axes[name] = (None,) if text is None else tuple(parse_list(name, text, kind))
-    return Grid(**axes)
+        if not torch.cuda.is_available():
+            raise ParameterError("device", "cuda was asked for but no CUDA GPU is available; use cpu")
 
 
 def _interruption_note(runs) -> str:

@@ -53,6 +53,7 @@ __all__ = [
     "run_grid",
     "sigterm_as_interrupt",
     "spawn",
+    "Interruption",
     "versions",
 ]
 
@@ -425,3 +426,31 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+class Interruption:
+    """Catches SIGINT and SIGTERM while a run trains (within ``with``, in the main thread): the
+    first one is noted in ``received`` and the run stops after its current step with a
+    checkpoint; a second one stops at once (KeyboardInterrupt)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> Interruption:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {number: signal.signal(number, self._note) for number in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        self._previous = {}
+
+    def _note(self, number: int, frame: object) -> None:
+        if self.received is not None:
+            self.__exit__()
+            raise KeyboardInterrupt
+        self.received = signal.Signals(number).name

@@ -16,7 +16,9 @@ from __future__ import annotations
 import os
 import time
 
-import torch
+from mitool.lazy import lazy_import
+
+torch = lazy_import("torch")  # loaded when the threads are set, not when a command's help is read
 
 __all__ = ["free_cores", "set_threads_to_free_cores"]
 

@@ -169,6 +169,10 @@ class StackedCritics:
     # ------------------------------------------------------------------------------------------
     # scoring
 
+    def all_pairs(self, x: Tensor, y: Tensor) -> Tensor:
+        """S[r, i, j] = f_r(x_ri, y_rj) of every run: (R, B, M) for x (R, B, dx), y (R, M, dy)."""
+        return self._template.all_pairs(self.named_parameters(), self._per_run("x", x), self._per_run("y", y))
+
     def scores(self, x: Tensor, y: Tensor, pool: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """pos (R, B) and neg (R, B, K) of every run, as :func:`mitool.critics.bound_scores` gives
         for one critic: with ``pool`` None the negatives are the other rows of the batch (K = B - 1),

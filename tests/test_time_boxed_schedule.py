@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from mitool.vision import train
+from mitool.vision import schedule as train_schedule
 from mitool.vision.config import PretrainConfig
 from mitool.vision.records import read_records
-from mitool.vision.train import pretrain, steps_that_fit
+from mitool.vision.schedule import steps_that_fit
+from mitool.vision.train import pretrain
 
 
 def test_steps_that_fit() -> None:
@@ -34,13 +35,13 @@ def _config(out: Path, **settings) -> PretrainConfig:
 def decided(monkeypatch) -> list[tuple]:
     """Measure over 2 steps; the speed is replaced by a decision of 7 steps (a clock-free test)."""
     calls: list[tuple] = []
-    monkeypatch.setattr(train, "FIT_PROBE_STEPS", 2)
+    monkeypatch.setattr(train_schedule, "FIT_PROBE_STEPS", 2)
 
     def fixed(step: int, seconds_per_step: float, seconds_left: float, planned: int) -> int:
         calls.append((step, seconds_per_step, seconds_left, planned))
         return 7
 
-    monkeypatch.setattr(train, "steps_that_fit", fixed)
+    monkeypatch.setattr(train_schedule, "steps_that_fit", fixed)
     return calls
 
 

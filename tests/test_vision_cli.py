@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import warnings
 
 import numpy as np
@@ -178,10 +179,10 @@ def test_missing_or_empty_dataset_directories_are_clear_errors(tmp_path) -> None
             ["--batch-size must be a multiple of moco's 3 split-BN groups"],
         ),
         (["--key-momentum", "1.5"], ["--key-momentum must be a finite number >= 0 and < 1, got 1.5"]),
-        (["--method", "byol"], ["Invalid value for '--method'"]),
+        (["--method", "byol"], ["--method must be one of moco, simo, simclr, got 'byol'"]),
         (["--precision", "fp16"], ["--precision fp16 needs device cuda"]),
         (["--gpu-augment", "jpeg"], ["--gpu-augment jpeg is for dataset imagefolder only"]),
-        (["--gpu-augment", "gpu"], ["Invalid value for '--gpu-augment'"]),
+        (["--gpu-augment", "gpu"], ["--gpu-augment must be one of off, decode, jpeg, got 'gpu'"]),
     ],
 )
 def test_bad_pretrain_options_give_exit_code_2_and_one_line(tmp_path, arguments, fragments) -> None:
@@ -212,11 +213,12 @@ def test_bad_evaluation_inputs_give_exit_code_2_and_one_line(tmp_path) -> None:
     _assert_one_line_error(_run("plot", str(tmp_path)), "no metrics.jsonl")
 
 
-def test_the_resume_command_repeats_the_options_typed_and_adds_resume() -> None:
-    """Whatever the program was called (python -m ...), the command starts with mitool; options
-    left at their defaults are left out; flag pairs keep the side the user chose."""
+def test_the_resume_command_repeats_the_options_typed_and_adds_resume(monkeypatch) -> None:
+    """The command starts with the program by the path that ran it (no virtual environment need be
+    active); options left at their defaults are left out; flag pairs keep the side the user chose."""
     import click
 
+    monkeypatch.setattr("sys.argv", ["/opt/env/bin/mitool", "vision", "pretrain"])
     from mitool.cli.vision import pretrain, resume_command, vision
 
     root = click.Context(main, info_name="python -m mitool.cli.main")
@@ -233,6 +235,12 @@ def test_the_resume_command_repeats_the_options_typed_and_adds_resume() -> None:
     ]
     context = pretrain.make_context("pretrain", arguments, parent=group)
     assert resume_command(context) == (
-        "mitool vision pretrain --method simo --symmetric --out 'runs/a b' --max-minutes 5.0 --cut-schedule "
-        "--resume"
+        "/opt/env/bin/mitool vision pretrain --method simo --max-minutes 5.0 --cut-schedule --symmetric "
+        "--out 'runs/a b' --resume"
+    )
+    monkeypatch.setattr(
+        "sys.argv", ["/src/mitool/cli/main.py", "vision", "pretrain"]
+    )  # python -m mitool.cli.main
+    assert resume_command(context).startswith(
+        f"{sys.executable} -m mitool.cli.main vision pretrain --method simo"
     )

@@ -18,7 +18,7 @@ import torch.multiprocessing as multiprocessing
 from mitool.vision.config import PretrainConfig, resolve_defaults
 from mitool.vision.distributed import CrossRankBatchNorm, wrap_for_data_parallel
 from mitool.vision.methods import build_method
-from mitool.vision.train import training_step
+from mitool.vision.step import training_step
 
 TOLERANCE = 2e-5
 GLOBAL_BATCH = 8

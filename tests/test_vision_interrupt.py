@@ -71,7 +71,7 @@ def test_a_signal_writes_a_checkpoint_at_the_step_and_says_how_to_resume(
     name = signal.Signals(signal_number).name
     found = re.fullmatch(
         rf"interrupted by {name} at step (\d+) \(epoch ([\d.]+)\): checkpoint written to (\S+); "
-        r"resume with: (mitool vision pretrain .* --resume)",
+        r"resume with: (\S+ -m mitool.cli.main vision pretrain .* --resume)",
         last,
     )
     assert found, last
@@ -84,7 +84,7 @@ def test_a_signal_writes_a_checkpoint_at_the_step_and_says_how_to_resume(
     with open(os.path.join(out, "metrics.jsonl")) as file:
         assert json.loads(file.readlines()[-1])["step"] == step
     # the printed command continues the run exactly: N + resume + 2 steps == N + 2 steps in one go
-    arguments = shlex.split(resume)[1:] + ["--max-steps", str(step + 2), "--quiet"]
+    arguments = shlex.split(resume)[3:] + ["--max-steps", str(step + 2), "--quiet"]
     assert CliRunner().invoke(main, arguments).exit_code == 0
     once = str(tmp_path / "once")
     result = CliRunner().invoke(

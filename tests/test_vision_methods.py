@@ -3,6 +3,7 @@ invariants, BatchNorm variants, backbones, and every method x bound learning on 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -16,7 +17,7 @@ from mitool.vision.backbones import SplitBatchNorm2d, build_backbone
 from mitool.vision.common import momentum_update
 from mitool.vision.config import PretrainConfig, resolve_defaults
 from mitool.vision.datasets import SyntheticImages
-from mitool.vision.methods import METHODS, build_method
+from mitool.vision.methods import METHODS, build_method, method_class
 from mitool.vision.moco import MoCo
 from mitool.vision.simclr import SimCLR, in_batch_scores
 from mitool.vision.simo import SiMo, sample_negative_indices
@@ -192,20 +193,20 @@ def test_fused_method_loss_equals_the_plain_bound_on_the_same_embeddings(method:
 def test_methods_take_the_loss_and_its_options_from_the_table_of_bounds() -> None:
     """A loss's options come from mitool.bounds.BOUNDS: given, else the method's default, else the
     table's; options of other losses and the scores' own temperature are refused."""
-    assert MoCo.options_of_loss("eqco", {"alpha": 16}) == {"alpha": 16.0}
-    assert MoCo.options_of_loss("dclw", {"sigma": None}) == {"sigma": 0.5}  # the table's default
-    assert MoCo.options_of_loss("infonce", {"alpha": None, "sigma": None}) == {}
+    assert MoCo.spec.options_of_loss("eqco", {"alpha": 16}) == {"alpha": 16.0}
+    assert MoCo.spec.options_of_loss("dclw", {"sigma": None}) == {"sigma": 0.5}  # the table's default
+    assert MoCo.spec.options_of_loss("infonce", {"alpha": None, "sigma": None}) == {}
     with pytest.raises(ValueError, match="loss must be one of infonce, eqco, dcl, dclw, got 'nwj'"):
         MoCo(lambda: build_backbone("small-cnn"), "nwj", queue_size=6)
     with pytest.raises(ValueError, match="alpha applies to the eqco loss only, not 'dcl'; got 3"):
-        SimCLR.options_of_loss("dcl", {"alpha": 3})
+        SimCLR.spec.options_of_loss("dcl", {"alpha": 3})
     with pytest.raises(ValueError, match="temperature of loss 'dclw' is the method's own temperature"):
         SiMo(lambda: build_backbone("small-cnn"), "dclw", {"temperature": 0.2})
     simo = SiMo(lambda: build_backbone("small-cnn"))  # the paper's settings, from SiMo.defaults
     assert (simo.loss, simo.loss_options, simo.negatives) == ("eqco", {"alpha": 256.0}, 16)
-    assert simo.temperature == SiMo.defaults["temperature"] and simo.key_momentum == 0.999
+    assert simo.temperature == SiMo.spec.defaults["temperature"] and simo.key_momentum == 0.999
     moco = MoCo(lambda: build_backbone("small-cnn"), "eqco", queue_size=6)
-    assert moco.loss_options == {"alpha": MoCo.defaults["alpha"]}
+    assert moco.loss_options == {"alpha": MoCo.spec.defaults["alpha"]}
     # a dclw SimCLR scores with dclw's weighting temperature set to the method's own
     scores_bound = SimCLR(lambda: build_backbone("small-cnn"), "dclw", temperature=0.3).scores_bound()
     pos, neg = torch.randn(5), torch.randn(5, 8)
@@ -213,43 +214,49 @@ def test_methods_take_the_loss_and_its_options_from_the_table_of_bounds() -> Non
     assert scores_bound(pos, neg).loss.item() == pytest.approx(expected.loss.item(), abs=1e-6)
 
 
-def test_the_registry_holds_each_method_with_its_rules() -> None:
+def test_the_registry_holds_each_method_with_its_rules(monkeypatch) -> None:
     """Defaults per method and per dataset, size checks and usable rows, read by config and train."""
     assert list(METHODS) == ["moco", "simo", "simclr"]
     for name, method in METHODS.items():
         assert method.name == name and method.summary and method.defaults["loss"] in bounds.INFONCE_FAMILY
+        assert method_class(name).spec is method
         resolved = resolve_defaults(PretrainConfig(method=name, arch="small-cnn"), 32)
         for setting, value in method.defaults.items():
             if setting not in ("alpha", "sigma") or setting in bounds.BOUNDS[resolved.loss].option_names:
                 assert getattr(resolved, setting) == value, (name, setting)
     # a dataset row replaces the method's default for that dataset only
-    original = SiMo.dataset_defaults
-    SiMo.dataset_defaults = {"synthetic": {"temperature": 0.5, "alpha": 64.0}}
-    try:
-        on_synthetic = resolve_defaults(PretrainConfig(method="simo", dataset="synthetic"), 32)
-        elsewhere = resolve_defaults(PretrainConfig(method="simo", dataset="cifar10"), 32)
-        given = resolve_defaults(PretrainConfig(method="simo", dataset="synthetic", temperature=0.1), 32)
-    finally:
-        SiMo.dataset_defaults = original
+    changed = dataclasses.replace(
+        METHODS["simo"], dataset_defaults={"synthetic": {"temperature": 0.5, "alpha": 64.0}}
+    )
+    monkeypatch.setitem(METHODS, "simo", changed)
+    on_synthetic = resolve_defaults(PretrainConfig(method="simo", dataset="synthetic"), 32)
+    elsewhere = resolve_defaults(PretrainConfig(method="simo", dataset="cifar10"), 32)
+    given = resolve_defaults(PretrainConfig(method="simo", dataset="synthetic", temperature=0.1), 32)
+    monkeypatch.undo()
     assert (on_synthetic.temperature, on_synthetic.alpha) == (0.5, 64.0)
     assert (elsewhere.temperature, elsewhere.alpha) == (0.2, 256.0)
     assert given.temperature == 0.1
     # what each method can use of a batch shortened by unreadable images
     moco = resolve_defaults(PretrainConfig(method="moco", batch_size=16, negatives=64, bn_splits=4), 32)
-    assert [METHODS["moco"].usable_rows(rows, moco, 1) for rows in (16, 11, 5, 3)] == [16, 8, 4, 0]
-    assert METHODS["moco"].usable_rows(11, moco, 2) == 11  # no split-BN under DDP
+    assert [method_class("moco").usable_rows(rows, moco, 1) for rows in (16, 11, 5, 3)] == [16, 8, 4, 0]
+    assert method_class("moco").usable_rows(11, moco, 2) == 11  # no split-BN under DDP
     simo = resolve_defaults(PretrainConfig(method="simo", batch_size=16, negatives=8), 32)
-    assert [METHODS["simo"].usable_rows(rows, simo, 1) for rows in (16, 9, 8)] == [16, 9, 0]
-    assert METHODS["simclr"].usable_rows(2, simo, 1) == 2 and METHODS["simclr"].usable_rows(1, simo, 1) == 0
+    assert [method_class("simo").usable_rows(rows, simo, 1) for rows in (16, 9, 8)] == [16, 9, 0]
+    assert (
+        method_class("simclr").usable_rows(2, simo, 1) == 2
+        and method_class("simclr").usable_rows(1, simo, 1) == 0
+    )
     with pytest.raises(ValueError, match="negatives must be less than the global batch"):
-        METHODS["simo"].check_sizes(resolve_defaults(PretrainConfig(method="simo", batch_size=16), 32), 1)
+        method_class("simo").check_sizes(
+            resolve_defaults(PretrainConfig(method="simo", batch_size=16), 32), 1
+        )
     with pytest.raises(ValueError, match="negatives .* must be at least the 32 keys enqueued per step"):
-        METHODS["moco"].check_sizes(
+        method_class("moco").check_sizes(
             resolve_defaults(PretrainConfig(batch_size=16, negatives=20, symmetric=True), 32), 1
         )
     with pytest.raises(ValueError, match="batch_size must be a multiple of moco's 3 split-BN groups"):
-        METHODS["moco"].check_sizes(resolve_defaults(PretrainConfig(batch_size=16, bn_splits=3), 32), 1)
-    METHODS["moco"].check_sizes(
+        method_class("moco").check_sizes(resolve_defaults(PretrainConfig(batch_size=16, bn_splits=3), 32), 1)
+    method_class("moco").check_sizes(
         resolve_defaults(PretrainConfig(batch_size=16, bn_splits=3, bn_mode="sync"), 32), 1
     )
 

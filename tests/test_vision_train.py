@@ -14,8 +14,10 @@ from mitool import bounds
 from mitool.bounds import BoundResult
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision.config import PretrainConfig
+from mitool.vision.schedule import learning_rate
 from mitool.vision.simclr import SimCLR
-from mitool.vision.train import TrainingDiverged, learning_rate, pretrain
+from mitool.vision.step import TrainingDiverged
+from mitool.vision.train import pretrain
 
 
 def _config(out, method: str = "moco", **options) -> PretrainConfig:

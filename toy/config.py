@@ -14,12 +14,20 @@ parameter (``batch_size must be a whole number >= 2, got 1``); the command line 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 
 from mitool import bounds, checks, critics, tasks
+from mitool.settings import Settings, setting
 
 __all__ = [
     "DEFAULT_ALPHA",
+    "DEMO_CRITICS",
+    "DEMO_ESTIMATORS",
+    "DEMO_NEGATIVES",
+    "DEMO_STEPS_PER_STAGE",
+    "RUN_NEGATIVES",
     "MAX_NEGATIVES",
     "RunSpec",
     "ToySettings",
@@ -29,6 +37,21 @@ __all__ = [
 DEFAULT_ALPHA = 1024.0
 """The toy study's EqCo alpha when none is given: one fixed value for every K, which is the point
 of EqCo's calibration (the estimate's cap and gradient scale depend on alpha, not on K)."""
+
+DEMO_ESTIMATORS: tuple[str, ...] = ("infonce", "eqco", "dcl", "nwj")
+"""The bounds of the default study (``mitool toy demo``, and ``toy sweep``'s default)."""
+
+DEMO_CRITICS: tuple[str, ...] = ("separable", "cosine")
+"""The critics of ``mitool toy demo``."""
+
+DEMO_NEGATIVES: tuple[int, ...] = (4, 16, 64, 256, 1024)
+"""The K of the default study."""
+
+DEMO_STEPS_PER_STAGE = 150
+"""Steps per stage of ``mitool toy demo``: the protocol's 4000 shortened to fit on a small CPU."""
+
+RUN_NEGATIVES = 63
+"""K of ``toy run`` when none is given: every other row of the default batch of 64."""
 
 MAX_NEGATIVES = 65536
 """Largest K: the shared pool of fresh marginal samples (K >= B) holds at most this many rows."""
@@ -75,52 +98,50 @@ class RunSpec:
         return f"{self.estimator}, {self.critic} critic, K={self.negatives}{alpha}, seed {self.seed}"
 
 
+def _stages(name: str, values: object) -> tuple[float, ...]:
+    stages = tuple(values)  # type: ignore[call-overload]
+    if not stages:
+        raise checks.ParameterError(name, "must list at least one stage (nats, >= 0), e.g. 2,4,6,8,10")
+    return tuple(checks.number(name, value, minimum=0.0) for value in stages)
+
+
+def _transform(name: str, value: object) -> str | None:
+    return None if value in (None, "none") else checks.choice(name, value, ("none", *tasks.TRANSFORMS))
+
+
+def _whole(minimum: int) -> Callable[[str, object], int]:
+    return partial(checks.whole_number, minimum=minimum)
+
+
 @dataclass(frozen=True)
-class ToySettings:
-    """What every run of one study shares.
+class ToySettings(Settings):
+    """What every run of one study shares (each field's meaning is its help; the command line's
+    options of ``toy run`` and ``toy sweep`` are made from these fields)."""
 
-    dim: d of x and y. mi_values: the staircase stages in nats. steps_per_stage: training steps per
-    stage, a fresh batch every step. batch_size: B anchors per step. lr: Adam's learning rate.
-    transform: None (or "none") or a key of :data:`mitool.tasks.TRANSFORMS` applied to y (MI
-    unchanged). embed_dim, hidden, hidden_layers: the critic's MLPs. temperature: of the cosine
-    critic. divergence_threshold: |estimate| in nats beyond which a run is stopped as diverged.
-    device: torch device name.
-    """
-
-    dim: int = 20
-    mi_values: tuple[float, ...] = (2.0, 4.0, 6.0, 8.0, 10.0)
-    steps_per_stage: int = 4000
-    batch_size: int = 64
-    lr: float = 5e-4
-    transform: str | None = None
-    embed_dim: int = 32
-    hidden: int = 256
-    hidden_layers: int = 2
-    temperature: float = 0.1
-    divergence_threshold: float = bounds.DIVERGENCE_THRESHOLD
-    device: str = "cpu"
-
-    def __post_init__(self) -> None:
-        checks.whole_number("dim", self.dim, 1)
-        if not tuple(self.mi_values):
-            raise checks.ParameterError(
-                "mi_values", "must list at least one stage (nats, >= 0), e.g. 2,4,6,8,10"
-            )
-        values = tuple(checks.number("mi_values", value, minimum=0.0) for value in self.mi_values)
-        object.__setattr__(self, "mi_values", values)
-        checks.whole_number("steps_per_stage", self.steps_per_stage, 2)
-        checks.whole_number("batch_size", self.batch_size, 2)
-        object.__setattr__(self, "lr", checks.positive("lr", self.lr))
-        transform = None if self.transform in (None, "none") else self.transform
-        if transform is not None:
-            checks.choice("transform", transform, ("none", *tasks.TRANSFORMS))
-        object.__setattr__(self, "transform", transform)
-        checks.whole_number("embed_dim", self.embed_dim, 1)
-        checks.whole_number("hidden", self.hidden, 1)
-        checks.whole_number("hidden_layers", self.hidden_layers, 1)
-        object.__setattr__(self, "temperature", checks.positive("temperature", self.temperature))
-        threshold = checks.positive("divergence_threshold", self.divergence_threshold)
-        object.__setattr__(self, "divergence_threshold", threshold)
+    dim: int = setting(20, "Dimension d of x and y.", _whole(1))
+    mi_values: tuple[float, ...] = setting(
+        (2.0, 4.0, 6.0, 8.0, 10.0), "The staircase: the true MI of each stage, in nats.", _stages, flag="--mi"
+    )
+    steps_per_stage: int = setting(4000, "Training steps per stage (a fresh batch every step).", _whole(2))
+    batch_size: int = setting(64, "Anchors B per step.", _whole(2))
+    lr: float = setting(5e-4, "Adam's learning rate.", checks.positive)
+    transform: str | None = setting(
+        None,
+        f"Invertible map of each coordinate of y (the MI is unchanged): none, {', '.join(tasks.TRANSFORMS)}.",
+        _transform,
+    )  # fmt: skip
+    embed_dim: int = setting(32, "Embedding size of the separable and cosine critics.", _whole(1))
+    hidden: int = setting(256, "Width of the critics' MLPs.", _whole(1))
+    hidden_layers: int = setting(2, "Hidden layers of the critics' MLPs.", _whole(1))
+    temperature: float = setting(
+        0.1, "Temperature of the cosine critic (scores in [-1/T, 1/T]).", checks.positive
+    )
+    divergence_threshold: float = setting(
+        bounds.DIVERGENCE_THRESHOLD,
+        "A run whose estimate is NaN, infinite or beyond this many nats is stopped.",
+        checks.positive,
+    )  # fmt: skip
+    device: str = setting("cpu", "torch device: cpu, cuda, cuda:1, ...")
 
     @property
     def staircase(self) -> tasks.Staircase:

@@ -16,7 +16,6 @@ fit the data and the stages asked for. Figures are written atomically, as png, p
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from collections import defaultdict
@@ -31,11 +30,10 @@ import numpy as np  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
 from mitool import bounds, checks, critics  # noqa: E402
-from mitool.files import atomic_write_bytes, read_csv  # noqa: E402
+from mitool.figures import check_format, save  # noqa: E402
+from mitool.files import read_csv  # noqa: E402
 
-__all__ = ["FORMATS", "check_format", "figure_against_k", "figure_staircase", "redraw"]
-
-FORMATS: tuple[str, ...] = ("png", "pdf", "svg")
+__all__ = ["figure_against_k", "figure_staircase", "redraw"]
 """Figure formats: png (raster, the default) and the vector formats pdf and svg."""
 
 BIAS_LIMIT = 3.0
@@ -61,11 +59,6 @@ _RING = {"marker": "o", "markersize": 9, "markerfacecolor": "none", "markeredgec
 _CROSS = {"marker": "x", "markersize": 8, "color": "red", "mew": 2, "linestyle": ""}
 
 
-def check_format(file_format: str) -> str:
-    """``file_format`` when it is one of :data:`FORMATS` (ParameterError otherwise)."""
-    return checks.choice("file_format", file_format, FORMATS)
-
-
 def colour_of(estimator: str) -> str:
     """The bound's colour: its place in :data:`mitool.bounds.NAMES` in matplotlib's cycle."""
     return f"C{bounds.NAMES.index(estimator) % 10}" if estimator in bounds.NAMES else "black"
@@ -80,13 +73,6 @@ def _float(text: object) -> float:
         return float(text)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return math.nan
-
-
-def _save(figure: plt.Figure, path: Path) -> None:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format=path.suffix.lstrip("."), dpi=150, bbox_inches="tight")
-    plt.close(figure)
-    atomic_write_bytes(path, buffer.getvalue())
 
 
 def _caption(figure: plt.Figure, text: str) -> None:
@@ -448,7 +434,7 @@ def _settings_of(out: Path) -> dict | None:
 
 def redraw(out: Path, file_format: str = "png") -> list[Path]:
     """Every figure of a run or sweep directory, from its CSVs, in ``file_format`` (one of
-    :data:`FORMATS`); returns the paths written."""
+    :data:`mitool.figures.FORMATS`); returns the paths written."""
     suffix = "." + check_format(file_format)
     out = Path(out)
     if not out.is_dir():
@@ -456,22 +442,21 @@ def redraw(out: Path, file_format: str = "png") -> list[Path]:
     settings = _settings_of(out)
     written: list[Path] = []
 
-    def save(figure: plt.Figure, path: Path) -> None:
-        _save(figure, path)
-        written.append(path)
+    def keep(figure: plt.Figure, path: Path) -> None:
+        written.append(save(figure, path))
 
     cells = sorted((out / "cells").glob("*/curves.csv")) if (out / "cells").is_dir() else []
     if cells:  # a sweep
         summary = read_csv(out / "summary.csv")
         for column, name in (("bias", "bias_vs_k"), ("std", "std_vs_k"), ("grad_norm", "gradnorm_vs_k")):
-            save(figure_against_k(summary, column, settings), out / f"{name}{suffix}")
+            keep(figure_against_k(summary, column, settings), out / f"{name}{suffix}")
         for curves_path in cells:
-            save(
+            keep(
                 figure_staircase(read_csv(curves_path), settings),
                 out / f"staircase_{curves_path.parent.name}{suffix}",
             )
     elif (out / "curves.csv").is_file():  # a single run
-        save(figure_staircase(read_csv(out / "curves.csv"), settings), out / f"staircase{suffix}")
+        keep(figure_staircase(read_csv(out / "curves.csv"), settings), out / f"staircase{suffix}")
     else:
         raise FileNotFoundError(f"OUT: {out} holds neither curves.csv (toy run) nor cells/ (toy sweep)")
     return written

@@ -20,15 +20,28 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mitool import bounds, checks, critics, tasks
 from mitool.files import atomic_write_json, read_csv, write_csv
 from mitool.runner import Launch, check_config, holding, run_grid, versions
-from mitool.toy.batched import ProgressCallback, RunRecord, train_vectorised
-from mitool.toy.config import RunSpec, ToySettings, check_negatives
+from mitool.settings import Settings, setting
+
+if TYPE_CHECKING:
+    from mitool.toy.batched import ProgressCallback, RunRecord
+from mitool.toy.config import (
+    DEFAULT_ALPHA,
+    DEMO_ESTIMATORS,
+    DEMO_NEGATIVES,
+    MAX_NEGATIVES,
+    RunSpec,
+    ToySettings,
+    check_negatives,
+)
 
 __all__ = [
     "CURVE_COLUMNS",
@@ -68,32 +81,59 @@ std and grad_norm (see :func:`summarize`)."""
 Log = Callable[[str], None]
 
 
+def _once_each(name: str, values: tuple) -> tuple:
+    """``values`` when none repeats (a repeat would train the same runs twice and count them twice)."""
+    repeated = sorted({str(value) for value in values if values.count(value) > 1})
+    if repeated:
+        raise checks.ParameterError(
+            name, f"may list each value once, got {', '.join(repeated)} twice or more"
+        )
+    return values
+
+
+def _names_of(allowed: tuple[str, ...]) -> Callable[[str, object], tuple[str, ...]]:
+    def check(name: str, values: object) -> tuple[str, ...]:
+        chosen = tuple(values)  # type: ignore[call-overload]
+        if not chosen:
+            raise checks.ParameterError(name, f"must list at least one of {', '.join(allowed)}")
+        return _once_each(name, tuple(checks.choice(name, value, allowed) for value in chosen))
+
+    return check
+
+
+def _negatives(name: str, values: object) -> tuple[int, ...]:
+    chosen = tuple(values)  # type: ignore[call-overload]
+    if not chosen:
+        raise checks.ParameterError(name, "must list at least one K")
+    return _once_each(name, tuple(check_negatives(name, value) for value in chosen))
+
+
+_BOUNDS_HELP = "; ".join(f"{name}: {bound.summary}" for name, bound in bounds.BOUNDS.items())
+
+
 @dataclass(frozen=True)
-class Grid:
-    """What a sweep varies: bounds, critics, K values, EqCo's alpha, and the seeds
-    first_seed, first_seed + 1, ..., first_seed + seeds - 1."""
+class Grid(Settings):
+    """What a study varies: bounds, critics, K values, EqCo's alpha, and the seeds first_seed,
+    first_seed + 1, ..., first_seed + seeds - 1 (the options of ``toy run`` and ``toy sweep``)."""
 
-    estimators: tuple[str, ...]
-    critics: tuple[str, ...]
-    negatives: tuple[int, ...]
-    alpha: float
-    seeds: int
-    first_seed: int = 0
-
-    def __post_init__(self) -> None:
-        for parameter, allowed in (("estimators", bounds.NAMES), ("critics", critics.NAMES)):
-            names = getattr(self, parameter)
-            if not names:
-                raise checks.ParameterError(parameter, f"must list at least one of {', '.join(allowed)}")
-            for name in names:
-                checks.choice(parameter, name, allowed)
-        if not self.negatives:
-            raise checks.ParameterError("negatives", "must list at least one K")
-        for value in self.negatives:
-            check_negatives("negatives", value)
-        checks.positive("alpha", self.alpha)
-        checks.whole_number("seeds", self.seeds, 1)
-        checks.whole_number("first_seed", self.first_seed, 0)
+    estimators: tuple[str, ...] = setting(
+        DEMO_ESTIMATORS, f"The bounds to train, of: {_BOUNDS_HELP}.", _names_of(bounds.NAMES)
+    )
+    critics: tuple[str, ...] = setting(
+        ("separable",),
+        f"The critics, of: {', '.join(critics.NAMES)}.",
+        _names_of(critics.NAMES),
+        flag="--critic",
+    )
+    negatives: tuple[int, ...] = setting(
+        DEMO_NEGATIVES, f"K, negatives per anchor (1 to {MAX_NEGATIVES}).", _negatives
+    )
+    alpha: float = setting(
+        DEFAULT_ALPHA, "EqCo's alpha (> 0), the same for every K: its estimate is capped at log(alpha + 1).",
+        checks.positive,
+    )  # fmt: skip
+    seeds: int = setting(1, "Seeds per configuration.", partial(checks.whole_number, minimum=1))
+    first_seed: int = setting(0, "The first seed.", partial(checks.whole_number, minimum=0), flag="--seed")
 
     def cells(self) -> list[tuple[str, int]]:
         return [(critic, negatives) for critic in self.critics for negatives in self.negatives]
@@ -213,6 +253,8 @@ def run_cell(
 ) -> list[RunRecord]:
     """Train one cell and write its curves.csv, summary.csv and (last, when ``mark_done``) done.json
     into ``directory``."""
+    from mitool.toy.batched import train_vectorised
+
     records = train_vectorised(specs, settings, progress=progress)
     for record in records:
         if record.diverged_step is not None and log is not None:

@@ -28,9 +28,10 @@ import torch.nn.functional as F
 import torchvision
 from torch import Tensor, nn
 
+from mitool.vision.choices import ARCHITECTURES
+
 __all__ = ["ARCHITECTURES", "SmallCNN", "SplitBatchNorm2d", "build_backbone", "split_batch_norm"]
 
-ARCHITECTURES: tuple[str, ...] = ("small-cnn", "resnet18", "resnet34", "resnet50")
 """The names accepted by :func:`build_backbone`."""
 
 SMALL_CNN_WIDTHS: tuple[int, ...] = (32, 64, 128, 256)

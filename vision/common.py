@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -24,16 +24,10 @@ from mitool.bounds import BoundResult
 
 if TYPE_CHECKING:
     from mitool.vision.config import PretrainConfig
+    from mitool.vision.methods import MethodSpec
 
-__all__ = ["EMBEDDING_DIM", "ContrastiveMethod", "MakeBackbone", "MomentumMethod", "momentum_update"]
+__all__ = ["ContrastiveMethod", "MakeBackbone", "MomentumMethod", "momentum_update"]
 
-EMBEDDING_DIM = 128
-"""Width of the embeddings the heads produce (every method's paper uses 128)."""
-
-FASHION_MNIST_SHORT_SCHEDULE: dict[str, float] = dict(batch_size=128, base_lr=0.8, warmup_epochs=0.1)
-"""What the methods share on Fashion-MNIST (their ``dataset_defaults``): a batch of 128 and a high
-learning rate with a short warmup, for the short schedules of a CPU or of a few GPU minutes
-(measured on a 2-core CPU with the small CNN; docs/vision-claims.md)."""
 
 MakeBackbone = Callable[[], tuple[nn.Module, int]]
 """Returns a new (backbone, feature_width); see :func:`mitool.vision.backbones.build_backbone`."""
@@ -42,58 +36,19 @@ MakeBackbone = Callable[[], tuple[nn.Module, int]]
 class ContrastiveMethod(nn.Module):
     """A contrastive method: ``forward(view_1, view_2)`` -> the bound's result (loss, mi, npc).
 
-    Subclasses set the class attributes that describe the method and may override the class
-    methods that state its rules:
-
-    name: the ``--method`` value. summary: one line for ``--help``.
-    defaults: what a setting of :class:`~mitool.vision.config.PretrainConfig` left unset becomes
-        for this method (the paper's values); an option of a bound (eqco's alpha) applies when
-        that loss is chosen.
-    dataset_defaults: per dataset name, settings that replace ``defaults`` for that dataset.
-    negatives_meaning: what ``negatives`` (K) means for the method; None when K is not a setting.
+    Subclasses set ``spec``, their entry of :data:`mitool.vision.methods.METHODS` (name, summary,
+    defaults, what K means), and may override the class methods that state the method's rules.
     """
 
-    name: ClassVar[str]
-    summary: ClassVar[str]
-    defaults: ClassVar[Mapping[str, Any]]
-    dataset_defaults: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
-    negatives_meaning: ClassVar[str | None] = None
+    spec: ClassVar[MethodSpec]
 
     def __init__(self, loss: str | None, loss_options: Mapping[str, float] | None, temperature: float | None):
         super().__init__()
-        self.loss = checks.choice("loss", loss or self.defaults["loss"], bounds.INFONCE_FAMILY)
-        self.loss_options = self.options_of_loss(self.loss, loss_options)
-        self.temperature = checks.positive("temperature", self.setting("temperature", temperature))
+        self.loss = checks.choice("loss", loss or self.spec.defaults["loss"], bounds.INFONCE_FAMILY)
+        self.loss_options = self.spec.options_of_loss(self.loss, loss_options)
+        self.temperature = checks.positive("temperature", self.spec.setting("temperature", temperature))
 
     # -- the method's rules ------------------------------------------------------------------
-
-    @classmethod
-    def defaults_for(cls, dataset: str | None = None) -> dict[str, Any]:
-        """The method's defaults, with those of ``dataset`` over them."""
-        return {**cls.defaults, **cls.dataset_defaults.get(dataset or "", {})}
-
-    @classmethod
-    def setting(cls, name: str, value: Any) -> Any:
-        """``value``, or the method's default for setting ``name`` when it is None."""
-        return cls.defaults[name] if value is None else value
-
-    @classmethod
-    def options_of_loss(
-        cls, loss: str, given: Mapping[str, float | None] | None, dataset: str | None = None
-    ) -> dict[str, float]:
-        """The options of bound ``loss`` (:data:`mitool.bounds.BOUNDS`): those given (None counts as
-        not given), else the method's defaults (for ``dataset``), else the table's, checked.
-        ParameterError for an option the loss does not take; one that is the scores' temperature
-        (dclw's) is the method's ``temperature`` and may not be given either."""
-        bound = bounds.BOUNDS[loss]
-        own = [option.name for option in bound.options if not option.score_temperature]
-        given = {name: value for name, value in (given or {}).items() if value is not None}
-        for name, value in given.items():
-            if name not in own:
-                raise checks.ParameterError(name, _not_an_option_of(loss, name, value))
-        defaults = {name: value for name, value in cls.defaults_for(dataset).items() if name in own}
-        options = bound.pick_options({**defaults, **given})
-        return {name: options[name] for name in own}
 
     @classmethod
     def from_config(cls, config: PretrainConfig, make_backbone: MakeBackbone) -> ContrastiveMethod:
@@ -154,7 +109,7 @@ class MomentumMethod(ContrastiveMethod):
         self.key_backbone = copy.deepcopy(self.backbone).requires_grad_(False)
         self.key_head = copy.deepcopy(self.head).requires_grad_(False)
         self.key_momentum = checks.number(
-            "key_momentum", self.setting("key_momentum", key_momentum), minimum=0.0, below=1.0
+            "key_momentum", self.spec.setting("key_momentum", key_momentum), minimum=0.0, below=1.0
         )
 
     @torch.no_grad()
@@ -171,18 +126,6 @@ class MomentumMethod(ContrastiveMethod):
     def key_embeddings(self, images: Tensor) -> Tensor:
         """k = normalize(g'(f'(images))), without gradient: (N, D)."""
         return F.normalize(self.key_head(self.key_backbone(images)), dim=1)
-
-
-def _not_an_option_of(loss: str, name: str, value: object) -> str:
-    if name in bounds.BOUNDS[loss].option_names:
-        return f"of loss {loss!r} is the method's own temperature; leave it out (got {value!r})"
-    takers = [
-        bound.name
-        for bound in bounds.BOUNDS.values()
-        if bound.infonce_family and any(o.name == name and not o.score_temperature for o in bound.options)
-    ]
-    allowed = f"applies to the {' and '.join(takers)} loss only" if takers else "is not an option of any loss"
-    return f"{allowed}, not {loss!r}; got {value!r}"
 
 
 @torch.no_grad()

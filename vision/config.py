@@ -18,11 +18,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from mitool import bounds, checks
-from mitool.vision.backbones import ARCHITECTURES
-from mitool.vision.common import EMBEDDING_DIM, ContrastiveMethod
-from mitool.vision.datasets import DATASETS
-from mitool.vision.gpu_augment import DEVICE_AUGMENT_MODES
-from mitool.vision.methods import METHODS, method_class
+from mitool.settings import setting
+from mitool.vision.choices import (
+    ARCHITECTURES,
+    DATASETS,
+    DEVICE_AUGMENT_MODES,
+    EMBEDDING_DIM,
+    KNN_K,
+    KNN_TEMPERATURE,
+)
+from mitool.vision.methods import METHODS, MethodSpec, method_class, method_spec
 
 __all__ = [
     "BN_MODES",
@@ -34,6 +39,7 @@ __all__ = [
     "METHODS",
     "PRECISIONS",
     "RESUMABLE_CHANGES",
+    "LinearConfig",
     "PretrainConfig",
     "method_class",
     "resolve_defaults",
@@ -69,6 +75,13 @@ how long it goes on, where and how fast it runs, and where the data are; any oth
 an error naming the setting."""
 
 
+def _loss_option_help(name: str) -> str:
+    """The help of a loss's option, from the table of bounds: the losses that take it, its meaning."""
+    users = [loss for loss in LOSSES if name in bounds.BOUNDS[loss].option_names]
+    meaning = next(o.meaning for o in bounds.BOUNDS[users[0]].options if o.name == name)
+    return f"{' and '.join(users)} loss only: {meaning}."
+
+
 @dataclass
 class PretrainConfig:
     """Everything that defines a pretraining run. ``None`` means: the default of the method for
@@ -84,48 +97,63 @@ class PretrainConfig:
     rate; the length decided is recorded as ``schedule_steps`` (in the checkpoint's config, so a
     resumed run keeps it). Without ``fit_schedule``, ``max_minutes`` only stops the run."""
 
-    method: str = "moco"
-    loss: str | None = None
-    negatives: int | None = None
-    alpha: float | None = None
-    sigma: float | None = None
-    temperature: float | None = None
-    arch: str = "resnet50"
-    dataset: str = "imagefolder"
-    data_dir: str | None = None
-    image_size: int | None = None
-    epochs: int | None = None
-    batch_size: int | None = None
-    out: str = "runs/pretrain"
-    max_steps: int | None = None
-    max_minutes: float | None = None
-    fit_schedule: bool = True
-    schedule_steps: int | None = None
-    device: str = "cpu"
-    workers: int | None = None
-    base_lr: float | None = None
-    warmup_epochs: float | None = None
-    weight_decay: float | None = None
-    sgd_momentum: float | None = None
-    key_momentum: float | None = None
-    symmetric: bool = False
-    bn_mode: str = "shuffle"
-    bn_splits: int = 8
-    small_stem: bool | None = None
-    zero_init_residual: bool = False
-    embedding_dim: int = EMBEDDING_DIM
-    precision: str | None = None
-    compile: bool = False
-    checkpoint_every: int = 1000
-    log_every: int = 10
-    knn_every: int = 10
-    knn_k: int = 200
-    knn_temperature: float = 0.1
-    knn_max_samples: int | None = None
-    seed: int = 0
-    download: bool = False
-    synthetic_size: int | None = None
-    gpu_augment: str = "off"
+    method: str = setting("moco", f"The method, one of {', '.join(METHODS)} (listed above).")
+    loss: str | None = setting(
+        None, "The bound: " + "; ".join(f"{n}: {bounds.BOUNDS[n].summary}" for n in LOSSES)
+    )
+    negatives: int | None = setting(None, "K: " + "; ".join(
+        f"{m.name}: {m.negatives_meaning}" for m in METHODS.values() if m.negatives_meaning
+    ))  # fmt: skip
+    alpha: float | None = setting(None, _loss_option_help("alpha"))
+    sigma: float | None = setting(None, _loss_option_help("sigma"))
+    temperature: float | None = setting(None, "tau of the cosine scores.")
+    arch: str = setting("resnet50", f"The encoder, one of {', '.join(ARCHITECTURES)}.")
+    dataset: str = setting("imagefolder", f"The dataset, one of {', '.join(DATASETS)}.")
+    data_dir: str | None = setting(
+        None, "Dataset directory (imagefolder: DIR/train, DIR/val; fashion-mnist: the Debian package's by "
+        "default).", flag="--data",
+    )  # fmt: skip
+    image_size: int | None = setting(None, "Side of the views [the dataset's: 224 for imagefolder].")
+    epochs: int | None = setting(None, "Epochs.")
+    batch_size: int | None = setting(None, "Global batch (all processes).")
+    out: str = setting("runs/pretrain", "Run directory: checkpoint.pt, metrics.jsonl.")
+    max_steps: int | None = setting(None, "Stop after this many steps (smoke tests).")
+    max_minutes: float | None = setting(None, "Stop (with a checkpoint) after this wall time.")
+    fit_schedule: bool = setting(
+        True, "With --max-minutes: size the cosine schedule to the steps that fit in the time (measured over "
+        "the first steps, kept on --resume), or keep the epochs' schedule and cut it at the time.",
+        flag="--fit-schedule/--cut-schedule",
+    )  # fmt: skip
+    schedule_steps: int | None = setting(None, "The schedule's length in steps (set by --fit-schedule).")
+    device: str = setting("cpu", f"Where to train, one of {', '.join(DEVICES)}.")
+    workers: int | None = setting(None, "Data loader processes per process [sized to the free cores].")
+    base_lr: float | None = setting(None, "lr = base lr x batch / 256.")
+    warmup_epochs: float | None = setting(None, "Epochs of linear warmup.")
+    weight_decay: float | None = setting(None, "SGD weight decay.")
+    sgd_momentum: float | None = setting(None, "SGD momentum.")
+    key_momentum: float | None = setting(None, "Momentum encoder m (moco, simo).")
+    symmetric: bool = setting(False, "moco: symmetric loss (both views as queries).")
+    bn_mode: str = setting("shuffle", f"moco's BatchNorm across processes, one of {', '.join(BN_MODES)}.")
+    bn_splits: int = setting(8, "moco split-BN groups on one process.")
+    small_stem: bool | None = setting(
+        None, "3x3 stride-1 ResNet stem [small for <= 96 px].", flag="--small-stem/--stock-stem"
+    )
+    zero_init_residual: bool = setting(False, "Zero-init the last BN of each residual block.")
+    embedding_dim: int = setting(EMBEDDING_DIM, "Width of the heads' embeddings.")
+    precision: str | None = setting(None, f"One of {', '.join(PRECISIONS)} [bf16 cuda, fp32 cpu].")
+    compile: bool = setting(False, "torch.compile the model.")
+    checkpoint_every: int = setting(1000, "Steps between checkpoints.")
+    log_every: int = setting(10, "Steps between metrics records.")
+    knn_every: int = setting(10, "Epochs between kNN monitors (0: off).")
+    knn_k: int = setting(KNN_K, "k of the kNN monitor.")
+    knn_temperature: float = setting(KNN_TEMPERATURE, "Temperature t of the kNN monitor's vote.")
+    knn_max_samples: int | None = setting(None, "Cap on the kNN memory and query sets.")
+    seed: int = setting(0, "Seed of the weights, the data order and the augmentations.")
+    download: bool = setting(False, "Let torchvision download cifar10/stl10 into --data.")
+    synthetic_size: int | None = setting(None, "Images in the synthetic dataset [2048].")
+    gpu_augment: str = setting(
+        "off", "Make the two views on --device: workers only decode (decode) or read JPEG bytes (jpeg)."
+    )
 
     def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
@@ -142,7 +170,7 @@ class PretrainConfig:
 def resolve_defaults(config: PretrainConfig, native_image_size: int | None = None) -> PretrainConfig:
     """A copy of ``config`` with every ``None`` that has a default replaced by it, checked;
     :class:`mitool.checks.ParameterError` naming the setting, its value and what is allowed."""
-    method = method_class(config.method)
+    method = method_spec(config.method)
     values = _method_defaults(config, method)
     loss = checks.choice("loss", values.get("loss", config.loss), LOSSES)
     options = method.options_of_loss(
@@ -161,7 +189,7 @@ def resolve_defaults(config: PretrainConfig, native_image_size: int | None = Non
     return resolved
 
 
-def _method_defaults(config: PretrainConfig, method: type[ContrastiveMethod]) -> dict[str, Any]:
+def _method_defaults(config: PretrainConfig, method: MethodSpec) -> dict[str, Any]:
     """The unset settings that the dataset's row, the method's row or :data:`DEFAULTS` give."""
     if method.negatives_meaning is None and config.negatives is not None:
         raise checks.ParameterError(
@@ -211,3 +239,27 @@ def check(config: PretrainConfig) -> None:
         )
     if config.precision == "fp16" and config.device != "cuda":
         raise checks.ParameterError("precision", "fp16 needs device cuda (use fp32 or bf16 on cpu), got fp16")
+
+
+@dataclass
+class LinearConfig:
+    """Settings of the linear protocol on a frozen backbone (MoCo's: lr 30, 100 epochs, decay at 60
+    and 80, no weight decay); dataset/data_dir/image_size ``None``: the pretraining run's.
+    ``max_epochs`` stops early (the schedule still spans ``epochs``); resume continues."""
+
+    checkpoint: str = setting("", "A pretraining checkpoint (OUT/checkpoint.pt).")
+    out: str = setting("", "Directory for linear.pt and linear.json.")
+    dataset: str | None = setting(None, "Dataset [the pretraining run's].")
+    data_dir: str | None = setting(None, "Dataset directory [the pretraining run's].", flag="--data")
+    image_size: int | None = setting(None, "Side of the images [the pretraining run's].")
+    epochs: int = setting(100, "Epochs of the schedule.")
+    max_epochs: int | None = setting(None, "Stop after this many epochs (--resume continues).")
+    batch_size: int = setting(256, "Batch size.")
+    lr: float = setting(30.0, "SGD learning rate.")
+    momentum: float = setting(0.9, "SGD momentum.")
+    weight_decay: float = setting(0.0, "SGD weight decay.")
+    milestones: tuple[int, ...] = setting((60, 80), "Epochs where the lr is divided by 10.")
+    augment: bool = setting(True, "Crop+flip (else cached features of the plain images).")
+    workers: int | None = setting(None, "Data loader processes per process [sized to the free cores].")
+    device: str = setting("cpu", f"Where to train, one of {', '.join(DEVICES)}.")
+    seed: int = setting(0, "Seed of the classifier and the data order.")

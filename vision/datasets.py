@@ -28,6 +28,7 @@ from torch.utils.data import Dataset
 
 from mitool import checks
 from mitool.checks import ParameterError
+from mitool.vision.choices import DATASETS
 from mitool.vision.idx import find_idx, read_idx
 
 __all__ = [
@@ -46,7 +47,6 @@ __all__ = [
     "load_dataset",
 ]
 
-DATASETS: tuple[str, ...] = ("imagefolder", "cifar10", "stl10", "fashion-mnist", "synthetic")
 SPLITS: tuple[str, ...] = ("train", "test")
 IMAGE_FOLDER_SPLITS: dict[str, str] = {"train": "train", "test": "val"}
 """The folder of each split in an ImageNet-layout directory."""

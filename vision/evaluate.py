@@ -23,6 +23,7 @@ from mitool import checks
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision.augment import eval_transform
 from mitool.vision.backbones import build_backbone
+from mitool.vision.choices import KNN_K, KNN_TEMPERATURE
 from mitool.vision.datasets import DatasetInfo, dataset_info, load_dataset
 from mitool.vision.knn import extract_features, knn_accuracy
 from mitool.vision.loader import SkippedImages, make_loader
@@ -54,8 +55,8 @@ def evaluate_knn(
     data_dir: str | None,
     image_size: int,
     device: torch.device,
-    k: int = 200,
-    temperature: float = 0.1,
+    k: int = KNN_K,
+    temperature: float = KNN_TEMPERATURE,
     batch_size: int = 256,
     workers: int | None = None,
     max_samples: int | None = None,
@@ -152,8 +153,8 @@ def knn_of_checkpoint(
     data_dir: str | None = None,
     image_size: int | None = None,
     device: str = "cpu",
-    k: int = 200,
-    temperature: float = 0.1,
+    k: int = KNN_K,
+    temperature: float = KNN_TEMPERATURE,
     batch_size: int = 256,
     workers: int | None = None,
     max_samples: int | None = None,

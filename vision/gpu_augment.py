@@ -47,6 +47,7 @@ from torchvision.io import ImageReadMode, decode_jpeg
 from torchvision.ops import roi_align
 
 from mitool.vision.augment import AugmentSettings, moco_v2_settings
+from mitool.vision.choices import DEVICE_AUGMENT_MODES
 from mitool.vision.datasets import DatasetInfo, EncodedImage
 
 __all__ = [
@@ -71,7 +72,6 @@ __all__ = [
 GRAY_WEIGHTS = (0.2989, 0.587, 0.114)
 #: How the loader workers hand images to the device: "decode" (workers decode to uint8 tensors)
 #: or "jpeg" (workers read the bytes; JPEGs are decoded on the device, other formats in the worker).
-DEVICE_AUGMENT_MODES = ("decode", "jpeg")
 BRIGHTNESS, CONTRAST, SATURATION, HUE = range(4)
 
 

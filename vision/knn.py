@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mitool.progress import Progress
+from mitool.vision.choices import KNN_K, KNN_TEMPERATURE
 
 __all__ = ["extract_features", "knn_accuracy", "knn_class_scores"]
 
@@ -29,8 +30,8 @@ def knn_class_scores(
     memory: Tensor,
     memory_labels: Tensor,
     num_classes: int,
-    k: int = 200,
-    temperature: float = 0.1,
+    k: int = KNN_K,
+    temperature: float = KNN_TEMPERATURE,
     chunk_size: int = 1024,
 ) -> Tensor:
     """score_c(q) for every query: (Q, num_classes). queries (Q, D) and memory (M, D) are
@@ -61,8 +62,8 @@ def knn_accuracy(
     memory: Tensor,
     memory_labels: Tensor,
     num_classes: int,
-    k: int = 200,
-    temperature: float = 0.1,
+    k: int = KNN_K,
+    temperature: float = KNN_TEMPERATURE,
 ) -> tuple[float, float]:
     """(top-1, top-5) accuracy of the weighted kNN classifier; top-5 is top-min(5, classes)."""
     scores = knn_class_scores(queries, memory, memory_labels, num_classes, k, temperature)

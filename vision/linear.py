@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -32,6 +31,7 @@ from mitool.files import atomic_write_json
 from mitool.progress import Progress
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision.augment import eval_transform
+from mitool.vision.config import LinearConfig
 from mitool.vision.datasets import load_dataset
 from mitool.vision.evaluate import evaluation_data, load_pretrained
 from mitool.vision.knn import extract_features
@@ -42,29 +42,6 @@ __all__ = ["LinearConfig", "linear_evaluation"]
 
 CHECKPOINT_NAME = "linear.pt"
 RESULT_NAME = "linear.json"
-
-
-@dataclass
-class LinearConfig:
-    """Settings of the linear protocol; dataset/data_dir/image_size ``None``: the pretraining run's.
-    ``max_epochs`` stops early (the schedule still spans ``epochs``); resume continues."""
-
-    checkpoint: str
-    out: str
-    dataset: str | None = None
-    data_dir: str | None = None
-    image_size: int | None = None
-    epochs: int = 100
-    max_epochs: int | None = None
-    batch_size: int = 256
-    lr: float = 30.0
-    momentum: float = 0.9
-    weight_decay: float = 0.0
-    milestones: tuple[int, ...] = (60, 80)
-    augment: bool = True
-    workers: int | None = None
-    device: str = "cpu"
-    seed: int = 0
 
 
 def _check(config: LinearConfig) -> None:

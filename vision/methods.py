@@ -1,39 +1,146 @@
-"""The registry of contrastive methods: the ``--method`` name -> the class that is the method.
+"""The registry of contrastive methods: for each ``--method`` name its summary, its defaults (per
+dataset where they differ), what K means for it, and the class that is the method.
 
-Each class (a :class:`~mitool.vision.common.ContrastiveMethod`) holds the method's forward pass
-and its rules: its defaults (per dataset where they differ), its size checks, what it can use of
-a batch shortened by unreadable images, its BatchNorm and its help line. The settings
-(:mod:`mitool.vision.config`), the training loop (:mod:`mitool.vision.train`) and the command line
-read them here. Adding a method: write its file (see :mod:`mitool.vision.simclr`, the shortest)
-and add its class to :data:`METHODS`.
+The class (a :class:`~mitool.vision.common.ContrastiveMethod` in the method's own file:
+:mod:`~mitool.vision.moco`, :mod:`~mitool.vision.simo`, :mod:`~mitool.vision.simclr`) holds the
+forward pass and the method's rules (its size checks, what it can use of a batch shortened by
+unreadable images, its BatchNorm). This table holds what the settings and the command line read,
+and needs no torch: ``mitool vision pretrain --help`` lists every method with its defaults at once;
+the class loads when a run builds it (:func:`method_class`). Adding a method: write its file (see
+:mod:`mitool.vision.simclr`, the shortest) and add its :class:`MethodSpec` to :data:`METHODS`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from mitool import checks
-from mitool.vision import distributed
-from mitool.vision.backbones import build_backbone, split_batch_norm
-from mitool.vision.common import ContrastiveMethod
-from mitool.vision.moco import MoCo
-from mitool.vision.simclr import SimCLR
-from mitool.vision.simo import SiMo
+from mitool import bounds, checks
 
 if TYPE_CHECKING:
+    import torch
+
+    from mitool.vision.common import ContrastiveMethod
     from mitool.vision.config import PretrainConfig
 
-__all__ = ["METHODS", "build_method", "method_class"]
+__all__ = [
+    "FASHION_MNIST_SHORT_SCHEDULE",
+    "METHODS",
+    "MethodSpec",
+    "build_method",
+    "method_class",
+    "method_spec",
+]
 
-METHODS: dict[str, type[ContrastiveMethod]] = {method.name: method for method in (MoCo, SiMo, SimCLR)}
+FASHION_MNIST_SHORT_SCHEDULE: dict[str, float] = dict(batch_size=128, base_lr=0.8, warmup_epochs=0.1)
+"""What the methods share on Fashion-MNIST (their ``dataset_defaults``): a batch of 128 and a high
+learning rate with a short warmup, for the short schedules of a CPU or of a few GPU minutes
+(measured on a 2-core CPU with the small CNN; docs/vision-claims.md)."""
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One method of the registry.
+
+    name: the ``--method`` value. summary: one line for ``--help``. defaults: what a setting of
+    :class:`~mitool.vision.config.PretrainConfig` left unset becomes for this method (the paper's
+    values); an option of a bound (eqco's alpha) applies when that loss is chosen. dataset_defaults:
+    per dataset name, settings that replace ``defaults`` for that dataset. negatives_meaning: what
+    ``negatives`` (K) means for the method; None when K is not a setting. implementation: the
+    class, as ``module:Class``."""
+
+    name: str
+    summary: str
+    defaults: Mapping[str, Any]
+    implementation: str
+    dataset_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    negatives_meaning: str | None = None
+
+    def defaults_for(self, dataset: str | None = None) -> dict[str, Any]:
+        """The method's defaults, with those of ``dataset`` over them."""
+        return {**self.defaults, **self.dataset_defaults.get(dataset or "", {})}
+
+    def setting(self, name: str, value: Any) -> Any:
+        """``value``, or the method's default for setting ``name`` when it is None."""
+        return self.defaults[name] if value is None else value
+
+    def options_of_loss(
+        self, loss: str, given: Mapping[str, float | None] | None, dataset: str | None = None
+    ) -> dict[str, float]:
+        """The options of bound ``loss`` (:data:`mitool.bounds.BOUNDS`): those given (None counts as
+        not given), else the method's defaults (for ``dataset``), else the table's, checked.
+        ParameterError for an option the loss does not take; one that is the scores' temperature
+        (dclw's) is the method's ``temperature`` and may not be given either."""
+        bound = bounds.BOUNDS[loss]
+        own = [option.name for option in bound.options if not option.score_temperature]
+        given = {name: value for name, value in (given or {}).items() if value is not None}
+        for name, value in given.items():
+            if name not in own:
+                raise checks.ParameterError(name, _not_an_option_of(loss, name, value))
+        defaults = {name: value for name, value in self.defaults_for(dataset).items() if name in own}
+        options = bound.pick_options({**defaults, **given})
+        return {name: options[name] for name in own}
+
+
+def _not_an_option_of(loss: str, name: str, value: object) -> str:
+    if name in bounds.BOUNDS[loss].option_names:
+        return f"of loss {loss!r} is the method's own temperature; leave it out (got {value!r})"
+    takers = [
+        bound.name
+        for bound in bounds.BOUNDS.values()
+        if bound.infonce_family and any(o.name == name and not o.score_temperature for o in bound.options)
+    ]
+    allowed = f"applies to the {' and '.join(takers)} loss only" if takers else "is not an option of any loss"
+    return f"{allowed}, not {loss!r}; got {value!r}"
+
+
+METHODS: dict[str, MethodSpec] = {
+    spec.name: spec
+    for spec in (
+        MethodSpec(
+            "moco",
+            "MoCo v2: momentum encoder, a queue of K negative keys; head w-w-128 without BN, shuffle-BN",
+            dict(loss="infonce", negatives=65536, temperature=0.2, key_momentum=0.999, base_lr=0.03,
+                 warmup_epochs=0.0, alpha=256.0),
+            "mitool.vision.moco:MoCo",
+            # Fashion-MNIST: as SiMo's, with a queue of 4096 (one fifteenth of the 60 000 images: a queue
+            # as large as the data set holds stale copies of the same images; 4096 is the CIFAR demos')
+            {"fashion-mnist": FASHION_MNIST_SHORT_SCHEDULE | dict(key_momentum=0.99, negatives=4096)},
+            "the queue size",
+        ),
+        MethodSpec(
+            "simo", "SiMo (EqCo paper): MoCo without the queue, K keys of the batch per query; head with BN",
+            dict(loss="eqco", negatives=16, alpha=256.0, temperature=0.2, key_momentum=0.999, base_lr=0.03,
+                 warmup_epochs=5.0),
+            "mitool.vision.simo:SiMo",
+            # Fashion-MNIST: the short-schedule settings with a faster momentum encoder (m 0.99, as the
+            # MoCo CIFAR demo), measured on a 2-core CPU with the small CNN (docs/vision-claims.md)
+            {"fashion-mnist": FASHION_MNIST_SHORT_SCHEDULE | dict(key_momentum=0.99)},
+            "keys of the batch sampled per query",
+        ),
+        MethodSpec(
+            "simclr",
+            "SimCLR / DCL: one encoder, the 2N - 2 other views of the batch as negatives; head with BN",
+            dict(loss="infonce", temperature=0.1, base_lr=0.3, warmup_epochs=10.0, alpha=256.0),
+            "mitool.vision.simclr:SimCLR",
+            {"fashion-mnist": FASHION_MNIST_SHORT_SCHEDULE | dict(temperature=0.2)},
+        ),
+    )
+}  # fmt: skip
 """The methods by name, in the order of the help text."""
 
 
-def method_class(name: str) -> type[ContrastiveMethod]:
-    """The class of method ``name`` (ParameterError("method", ...) naming the choices otherwise)."""
+def method_spec(name: str) -> MethodSpec:
+    """The registry's entry for method ``name`` (ParameterError("method", ...) naming the choices)."""
     return METHODS[checks.choice("method", name, METHODS)]
+
+
+def method_class(name: str) -> type[ContrastiveMethod]:
+    """The class of method ``name`` (imported at this first use)."""
+    module, _, attribute = method_spec(name).implementation.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def build_method(config: PretrainConfig, in_channels: int, device: torch.device) -> ContrastiveMethod:
@@ -42,6 +149,11 @@ def build_method(config: PretrainConfig, in_channels: int, device: torch.device)
     (:meth:`~mitool.vision.common.ContrastiveMethod.batch_norm`): split-BN groups, synchronised
     across processes, or local. ``config`` must have gone through
     :func:`mitool.vision.config.resolve_defaults`."""
+    import torch
+
+    from mitool.vision import distributed
+    from mitool.vision.backbones import build_backbone, split_batch_norm
+
     method = method_class(config.method)
     batch_norm = method.batch_norm(config, distributed.world_size())
     norm_layer = split_batch_norm(config.bn_splits) if batch_norm == "split" else None

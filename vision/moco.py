@@ -23,7 +23,7 @@ The queue starts as random unit vectors; once it holds real keys (of a still unt
 constant encoder) the loss sits near log(K + 1), and it falls slowly afterwards.
 
 Defaults (MoCo v2): InfoNCE, K = 65536, tau 0.2, m 0.999, SGD lr 0.03 x batch / 256 without
-warmup (:attr:`MoCo.defaults`). Sizes: the queue must hold at least the keys of one step (the
+warmup (``METHODS["moco"].defaults``). Sizes: the queue must hold at least the keys of one step (the
 global batch, twice that with the symmetric loss), and with split-BN the local batch must split
 into the BN groups.
 
@@ -50,7 +50,9 @@ from mitool import checks
 from mitool.bounds import BoundResult
 from mitool.fused import contrastive_bound
 from mitool.vision import distributed
-from mitool.vision.common import EMBEDDING_DIM, FASHION_MNIST_SHORT_SCHEDULE, MakeBackbone, MomentumMethod
+from mitool.vision.choices import EMBEDDING_DIM
+from mitool.vision.common import MakeBackbone, MomentumMethod
+from mitool.vision.methods import METHODS
 
 if TYPE_CHECKING:
     from mitool.vision.config import PretrainConfig
@@ -72,21 +74,10 @@ class MoCo(MomentumMethod):
     eqco, dcl, dclw) and loss_options its options (dclw's temperature is ``temperature``);
     queue_size: K; shuffle_bn: shuffle the key batch (across ranks under DDP, within the device
     otherwise, to pair with a split-BN backbone); False when the BN is synchronised instead.
-    Settings left None take :attr:`defaults`.
+    Settings left None take the method's defaults (:data:`mitool.vision.methods.METHODS`).
     """
 
-    name = "moco"
-    summary = "MoCo v2: momentum encoder, a queue of K negative keys; head w-w-128 without BN, shuffle-BN"
-    defaults = dict(
-        loss="infonce", negatives=65536, temperature=0.2, key_momentum=0.999, base_lr=0.03,
-        warmup_epochs=0.0, alpha=256.0,
-    )  # fmt: skip
-    negatives_meaning = "the queue size"
-    dataset_defaults = {
-        "fashion-mnist": FASHION_MNIST_SHORT_SCHEDULE | dict(key_momentum=0.99, negatives=4096)
-    }
-    """Fashion-MNIST: as SiMo's, with a queue of 4096 (one fifteenth of the 60 000 images: a queue as
-    large as the data set holds stale copies of the same images; 4096 is the CIFAR demos')."""
+    spec = METHODS["moco"]
 
     def __init__(
         self,
@@ -103,7 +94,7 @@ class MoCo(MomentumMethod):
         super().__init__(
             make_backbone, mlp_head, embedding_dim, key_momentum, loss, loss_options, temperature
         )
-        queue_size = checks.whole_number("queue_size", self.setting("negatives", queue_size), minimum=1)
+        queue_size = checks.whole_number("queue_size", self.spec.setting("negatives", queue_size), minimum=1)
         self.symmetric = symmetric
         self.shuffle_bn = shuffle_bn
         self.register_buffer("queue", F.normalize(torch.randn(queue_size, embedding_dim), dim=1))

@@ -12,12 +12,12 @@ import os
 from typing import Any
 
 from mitool import checks
-from mitool.files import atomic_writer
+from mitool.figures import FORMATS, pyplot, save
 from mitool.vision.config import PretrainConfig
 from mitool.vision.methods import method_class
 from mitool.vision.records import read_config, read_evaluations, read_records
 
-__all__ = ["FORMATS", "PANELS", "plot_run", "title_of"]
+__all__ = ["PANELS", "plot_run", "title_of"]
 
 PANELS: tuple[tuple[str, str], ...] = (
     ("loss", "loss"),
@@ -25,7 +25,6 @@ PANELS: tuple[tuple[str, str], ...] = (
     ("npc", "NPC multiplier $q_B$"),
     ("accuracy", "top-1 accuracy"),
 )
-FORMATS: tuple[str, ...] = ("png", "pdf", "svg")
 
 
 def title_of(config: dict[str, Any] | None) -> str:
@@ -61,11 +60,7 @@ def _output_path(out: str, path: str | None, file_format: str | None) -> tuple[s
 def plot_run(out: str, path: str | None = None, file_format: str | None = None) -> str:
     """Draw the four panels into ``path`` (default OUT/curves.<format>), written atomically, in
     ``file_format`` (png, pdf or svg; default: the path's extension, else png); returns the path."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     records = read_records(out)
     evaluations = read_evaluations(out)
     if not records and not evaluations:
@@ -87,10 +82,7 @@ def plot_run(out: str, path: str | None = None, file_format: str | None = None) 
         axis.grid(alpha=0.3)
     figure.suptitle(title_of(read_config(out)), fontsize=10)
     figure.tight_layout()
-    with atomic_writer(path) as file:
-        figure.savefig(file, dpi=100, format=chosen)
-    plt.close(figure)
-    return path
+    return str(save(figure, path, chosen, dpi=100))
 
 
 def _accuracy_panel(axis: Any, records: list[dict[str, Any]], evaluations: list[dict[str, Any]]) -> None:

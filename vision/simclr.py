@@ -23,7 +23,7 @@ batch; BatchNorm is synchronised across ranks. Both views go through the encoder
 
 Head: Linear(w, w) -> BN -> ReLU -> Linear(w, 128), w the backbone's feature width.
 
-Defaults (:attr:`SimCLR.defaults`): InfoNCE, tau 0.1, SGD lr 0.3 x batch / 256 after 10 warmup
+Defaults (``METHODS["simclr"].defaults``): InfoNCE, tau 0.1, SGD lr 0.3 x batch / 256 after 10 warmup
 epochs (SimCLR trains with LARS; here plain SGD). K is not a setting: every anchor has the 2N - 2
 other views of the batch as negatives.
 """
@@ -38,7 +38,9 @@ from torch import Tensor, nn
 
 from mitool.bounds import BoundResult
 from mitool.vision import distributed
-from mitool.vision.common import EMBEDDING_DIM, FASHION_MNIST_SHORT_SCHEDULE, ContrastiveMethod, MakeBackbone
+from mitool.vision.choices import EMBEDDING_DIM
+from mitool.vision.common import ContrastiveMethod, MakeBackbone
+from mitool.vision.methods import METHODS
 
 if TYPE_CHECKING:
     from mitool.vision.config import PretrainConfig
@@ -85,15 +87,10 @@ class SimCLR(ContrastiveMethod):
 
     make_backbone: returns (backbone, feature_width); loss: a bound of the InfoNCE family, e.g.
     infonce (SimCLR), dcl or dclw (DCL), with loss_options its options (dclw's temperature is
-    ``temperature``). Settings left None take :attr:`defaults`.
+    ``temperature``). Settings left None take the method's defaults (:data:`mitool.vision.methods.METHODS`).
     """
 
-    name = "simclr"
-    summary = "SimCLR / DCL: one encoder, the 2N - 2 other views of the batch as negatives; head with BN"
-    defaults = dict(loss="infonce", temperature=0.1, base_lr=0.3, warmup_epochs=10.0, alpha=256.0)
-    dataset_defaults = {"fashion-mnist": FASHION_MNIST_SHORT_SCHEDULE | dict(temperature=0.2)}
-    """Fashion-MNIST: the short-schedule settings measured on a 2-core CPU with the small CNN
-    (docs/vision-claims.md, "The Fashion-MNIST recipe")."""
+    spec = METHODS["simclr"]
 
     def __init__(
         self,

@@ -16,7 +16,7 @@ EqCo loss makes the result independent of how many are used. For a global batch 
 computed by :func:`mitool.fused.contrastive_bound` on the embeddings with the per-query
 negatives all_keys[s_i] (B, K, d), the formula being :mod:`mitool.bounds`' eqco (or the chosen
 bound of the InfoNCE family); i.e. InfoNCE with the margin m = tau log(alpha / K) on the positive; MI estimate
-log(1 + alpha) - loss. Defaults (:attr:`SiMo.defaults`): K = 16 sampled negatives, alpha = 256
+log(1 + alpha) - loss. Defaults (``METHODS["simo"].defaults``): K = 16 sampled negatives, alpha = 256
 (the paper's batch-256 configuration, where K = alpha = 256 and the loss is plain InfoNCE),
 tau = 0.2, m = 0.999, SGD lr 0.03 x batch / 256 after 5 warmup epochs (the paper warms up without
 saying how long). One direction only (query view 1, key view 2), as in the authors'
@@ -40,7 +40,9 @@ from mitool import checks
 from mitool.bounds import BoundResult
 from mitool.fused import contrastive_bound
 from mitool.vision import distributed
-from mitool.vision.common import EMBEDDING_DIM, FASHION_MNIST_SHORT_SCHEDULE, MakeBackbone, MomentumMethod
+from mitool.vision.choices import EMBEDDING_DIM
+from mitool.vision.common import MakeBackbone, MomentumMethod
+from mitool.vision.methods import METHODS
 
 if TYPE_CHECKING:
     from mitool.vision.config import PretrainConfig
@@ -81,19 +83,10 @@ class SiMo(MomentumMethod):
 
     make_backbone: returns (backbone, feature_width); loss: a bound of the InfoNCE family ("eqco"
     in SiMo) and loss_options its options (alpha for eqco, sigma for dclw); negatives: K sampled
-    per query. Settings left None take :attr:`defaults`.
+    per query. Settings left None take the method's defaults (:data:`mitool.vision.methods.METHODS`).
     """
 
-    name = "simo"
-    summary = "SiMo (EqCo paper): MoCo without the queue, K keys of the batch per query; head with BN"
-    defaults = dict(
-        loss="eqco", negatives=16, alpha=256.0, temperature=0.2, key_momentum=0.999, base_lr=0.03,
-        warmup_epochs=5.0,
-    )  # fmt: skip
-    negatives_meaning = "keys of the batch sampled per query"
-    dataset_defaults = {"fashion-mnist": FASHION_MNIST_SHORT_SCHEDULE | dict(key_momentum=0.99)}
-    """Fashion-MNIST: the short-schedule settings with a faster momentum encoder (m 0.99, as the MoCo
-    CIFAR demo), measured on a 2-core CPU with the small CNN (docs/vision-claims.md)."""
+    spec = METHODS["simo"]
 
     def __init__(
         self,
@@ -106,7 +99,8 @@ class SiMo(MomentumMethod):
         embedding_dim: int = EMBEDDING_DIM,
     ) -> None:
         super().__init__(make_backbone, bn_head, embedding_dim, key_momentum, loss, loss_options, temperature)
-        self.negatives = checks.whole_number("negatives", self.setting("negatives", negatives), minimum=1)
+        negatives = self.spec.setting("negatives", negatives)
+        self.negatives = checks.whole_number("negatives", negatives, minimum=1)
 
     @classmethod
     def from_config(cls, config: PretrainConfig, make_backbone: MakeBackbone) -> SiMo:

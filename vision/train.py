@@ -1,13 +1,9 @@
 """The pretraining loop: one process (CPU or one GPU) or torchrun DDP, with exact resume.
 
-Optimisation: SGD (momentum 0.9, weight decay 1e-4) at
-
-    lr(step) = peak * (step + 1) / warmup                               for step < warmup
-    lr(step) = peak * (1 + cos(pi * (step - warmup) / (total - warmup))) / 2    afterwards
-    peak     = base_lr * global_batch / 256                              (the linear scaling rule)
-
-where ``--batch-size`` is the global batch N (N / W images per process on W processes) and
-steps are counted in optimizer steps. On CUDA the forward pass runs under bf16 autocast (the bound
+Optimisation: SGD (momentum 0.9, weight decay 1e-4) on the warmup + cosine schedule of
+:mod:`mitool.vision.schedule`, one optimizer step at a time (:mod:`mitool.vision.step`), where
+``--batch-size`` is the global batch N (N / W images per process on W processes) and steps are
+counted in optimizer steps. On CUDA the forward pass runs under bf16 autocast (the bound
 upcasts its scores to float32), in channels_last layout; ``compile`` wraps the model in
 torch.compile.
 
@@ -25,7 +21,9 @@ rank's augmentations come from its own stream).
 ``max_steps`` and ``max_minutes`` (wall time of this call) end a run early, with a checkpoint.
 
 A NaN or infinite loss or gradient norm stops the run before the optimizer step with
-:class:`TrainingDiverged`, naming the step; the last checkpoint on disk is the last good one.
+:class:`mitool.vision.step.TrainingDiverged`, naming the step; the last checkpoint on disk is the
+last good one. SIGINT and SIGTERM stop it after the step in progress, with a checkpoint
+(:class:`mitool.runner.Interruption`, :class:`TrainingInterrupted`).
 
 OUT/metrics.jsonl gets, every ``log_every`` steps, the means over the interval of loss, mi (the
 bound's estimate in nats), npc (the mean NPC multiplier q_B), grad_norm, and lr, images_per_second
@@ -36,11 +34,8 @@ epochs a record with knn_top1 and knn_top5 (test split scored against the train 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import random
-import signal
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,9 +48,11 @@ from torch import Tensor, nn
 from mitool import checks
 from mitool.files import atomic_write_text
 from mitool.progress import Progress
+from mitool.runner import Interruption
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision import distributed
 from mitool.vision.augment import two_view_transform
+from mitool.vision.checkpoint import restore_run, save_checkpoint, saved_step
 from mitool.vision.common import ContrastiveMethod
 from mitool.vision.config import RESUMABLE_CHANGES, PretrainConfig, resolve_defaults
 from mitool.vision.datasets import DatasetInfo, dataset_info, load_dataset
@@ -64,121 +61,12 @@ from mitool.vision.gpu_augment import GPUTwoViewAugment, loader_options
 from mitool.vision.loader import SkippedImages, SkippingDataLoader, default_workers, make_loader
 from mitool.vision.methods import build_method, method_class
 from mitool.vision.records import Interval, MetricsLog, keep_records_up_to, write_config
+from mitool.vision.schedule import Schedule, fit_schedule_to_time, plan_schedule
+from mitool.vision.step import StepResult, TrainingDiverged, training_step
 
-__all__ = [
-    "Interruption",
-    "Run",
-    "Schedule",
-    "StepResult",
-    "TrainingDiverged",
-    "TrainingInterrupted",
-    "learning_rate",
-    "pretrain",
-    "summary",
-    "training_step",
-]
+__all__ = ["CHECKPOINT_NAME", "Run", "TrainingInterrupted", "pretrain", "start_run", "summary"]
 
 CHECKPOINT_NAME = "checkpoint.pt"
-
-
-class TrainingDiverged(RuntimeError):
-    """The loss or the gradient norm became NaN or infinite; the message names the step."""
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """Scalars of one optimizer step, averaged over ranks: loss, mi, npc (NaN when the bound has
-    none), grad_norm (of all trained parameters, after DDP's averaging); flags: the step's
-    ``flags``, each true when it was true on any rank."""
-
-    loss: float
-    mi: float
-    npc: float
-    grad_norm: float
-    flags: tuple[bool, ...] = ()
-
-
-def learning_rate(step: int, total_steps: int, warmup_steps: int, peak: float) -> float:
-    """Linear warmup over ``warmup_steps`` to ``peak``, then cosine decay to 0 at ``total_steps``."""
-    if step < warmup_steps:
-        return peak * (step + 1) / warmup_steps
-    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
-    return peak * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-
-
-def training_step(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scaler: torch.amp.GradScaler,
-    view_1: Tensor,
-    view_2: Tensor,
-    lr: float,
-    precision: str,
-    step: int,
-    flags: tuple[bool, ...] = (),
-) -> StepResult:
-    """Forward both views, queue the backward pass, check the loss, step. Raises
-    :class:`TrainingDiverged` before the parameters change when a value is not finite.
-
-    ``flags`` (e.g. "stop now") travel with the step's scalars: under DDP they are summed over the
-    ranks in the same all-reduce, so every rank learns whether any rank raised one without a
-    synchronisation of its own."""
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-    device_type = view_1.device.type
-    with torch.autocast(device_type, dtype=_AUTOCAST[precision], enabled=precision != "fp32"):
-        result = model(view_1, view_2)
-    npc = result.npc if result.npc is not None else torch.full((), float("nan"), device=view_1.device)
-    values = [result.loss.detach(), result.mi.detach(), npc]
-    several = distributed.is_distributed()
-    if several:
-        values += [torch.full((), float(flag), device=view_1.device) for flag in flags]
-    scalars = torch.stack(values).float()
-    if several:
-        dist.all_reduce(scalars)
-        scalars[:3] /= distributed.world_size()
-    optimizer.zero_grad(set_to_none=True)
-    scaler.scale(result.loss).backward()
-    # read the scalars only once the backward pass is queued, so that on a GPU the host does not
-    # wait for the forward pass before launching the backward kernels; the parameters are still
-    # untouched here, so a non-finite loss stops the run before they change
-    loss, mi, npc_value, *summed = scalars.tolist()
-    agreed = tuple(value > 0 for value in summed) if several else tuple(bool(flag) for flag in flags)
-    if not math.isfinite(loss):
-        raise TrainingDiverged(f"loss is {loss} at step {step + 1}")
-    scaler.unscale_(optimizer)
-    parameters = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-    grad_norm = float(_total_norm([p.grad for p in parameters]))
-    if not math.isfinite(grad_norm) and not scaler.is_enabled():
-        raise TrainingDiverged(f"gradient norm is {grad_norm} at step {step + 1}")
-    scaler.step(optimizer)
-    scaler.update()
-    return StepResult(loss, mi, npc_value, grad_norm, agreed)
-
-
-def _total_norm(gradients: list[Tensor]) -> Tensor:
-    """The 2-norm of all gradients together (without clip_grad_norm_'s extra scaling pass)."""
-    get_total_norm = getattr(torch.nn.utils, "get_total_norm", None)  # torch >= 2.6
-    if get_total_norm is not None:
-        return get_total_norm(gradients)
-    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in gradients]))
-
-
-_AUTOCAST = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """The run's length and learning rate: ``steps_per_epoch`` (batches of the local loader),
-    ``total_steps`` over all epochs, ``warmup_steps`` and the ``peak_lr`` after the warmup."""
-
-    steps_per_epoch: int
-    total_steps: int
-    warmup_steps: int
-    peak_lr: float
-
-    def lr(self, step: int) -> float:
-        return learning_rate(step, self.total_steps, self.warmup_steps, self.peak_lr)
 
 
 @dataclass
@@ -243,34 +131,6 @@ class TrainingInterrupted(KeyboardInterrupt):
     def __init__(self, signal_name: str, step: int, epoch: float, checkpoint: str) -> None:
         super().__init__(f"interrupted by {signal_name} at step {step}; checkpoint {checkpoint}")
         self.signal, self.step, self.epoch, self.checkpoint = signal_name, step, epoch, checkpoint
-
-
-class Interruption:
-    """Catches SIGINT and SIGTERM while a run trains (within ``with``, in the main thread): the
-    first one is noted in ``received`` and the run stops after its current step with a
-    checkpoint; a second one stops at once (KeyboardInterrupt)."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self) -> None:
-        self.received: str | None = None
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> Interruption:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {number: signal.signal(number, self._note) for number in self.SIGNALS}
-        return self
-
-    def __exit__(self, *exception: object) -> None:
-        for number, handler in self._previous.items():
-            signal.signal(number, handler)
-        self._previous = {}
-
-    def _note(self, number: int, frame: object) -> None:
-        if self.received is not None:
-            self.__exit__()
-            raise KeyboardInterrupt
-        self.received = signal.Signals(number).name
 
 
 def pretrain(config: PretrainConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
@@ -341,7 +201,7 @@ def start_run(config: PretrainConfig, resume: bool) -> Run:
     config = _with_schedule_steps(_with_workers(config, saved), saved)
     _check_resumable(config, saved)
     loader, augment = _training_data(config, info, rank, world)
-    schedule = _schedule(config, loader)
+    schedule = plan_schedule(config, loader)
     _seed_everything(config.seed)
     model = build_method(config, info.channels, device)
     trained = [parameter for parameter in model.parameters() if parameter.requires_grad]
@@ -354,7 +214,7 @@ def start_run(config: PretrainConfig, resume: bool) -> Run:
         MetricsLog(config.out, rank == 0),
     )  # fmt: skip
     if saved is not None:
-        _restore(run, saved)
+        restore_run(run, saved)
     if world > 1:
         run.step_model = distributed.wrap_for_data_parallel(model, device)
     if config.compile:
@@ -436,77 +296,6 @@ def _training_data(
             f"must be at most the {len(train_set)} images of the dataset, got {config.batch_size}",
         )
     return loader, augment
-
-
-def _schedule(config: PretrainConfig, loader: SkippingDataLoader) -> Schedule:
-    """epochs x batches per epoch, or the length a time-boxed run decided (``schedule_steps``),
-    the warmup scaled with it (the schedule keeps its shape)."""
-    steps_per_epoch = len(loader)
-    planned = config.epochs * steps_per_epoch
-    total = config.schedule_steps or planned
-    return Schedule(
-        steps_per_epoch,
-        total,
-        round(config.warmup_epochs * steps_per_epoch * total / planned),
-        config.base_lr * config.batch_size / 256,
-    )
-
-
-FIT_PROBE_STEPS = 100
-"""A time-boxed run measures its speed over this many steps after its first one, then fits its
-schedule (:func:`fit_schedule_to_time`)."""
-FIT_MARGIN = 0.02
-"""Share of ``max_minutes`` kept free when fitting (the last checkpoint, speed changes)."""
-
-
-def steps_that_fit(step: int, seconds_per_step: float, seconds_left: float, planned: int) -> int:
-    """The fitted length of a schedule at ``step``: the steps that fit in ``seconds_left`` at
-    ``seconds_per_step`` after those made, at least one more, at most the ``planned`` length."""
-    return max(step + 1, min(planned, step + int(max(seconds_left, 0.0) / seconds_per_step)))
-
-
-def fit_schedule_to_time(run: Run) -> None:
-    """With ``max_minutes`` and ``fit_schedule``, once, :data:`FIT_PROBE_STEPS` steps after the
-    first: set the cosine schedule's length to the steps that fit in the time left at the speed
-    measured over those steps (the slowest rank's), so that the learning rate reaches 0 when the
-    time is up instead of the run being cut mid-schedule. The decision is recorded as
-    ``config.schedule_steps`` (saved with the checkpoint: a resumed run keeps it, exactly) and as a
-    metrics record (schedule_steps, seconds_per_step)."""
-    config = run.config
-    if config.max_minutes is None or not config.fit_schedule or config.schedule_steps is not None:
-        return
-    now = time.perf_counter()
-    if run.fit_probe is None:
-        run.fit_probe = (run.step, now)  # from the end of the first step: start-up left out
-        return
-    first_step, since = run.fit_probe
-    if run.step - first_step < FIT_PROBE_STEPS:
-        return
-    seconds_left = 60 * config.max_minutes * (1 - FIT_MARGIN) - (now - run.started)
-    timing = torch.tensor([(now - since) / (run.step - first_step), -seconds_left])
-    if distributed.is_distributed():  # every rank decides at the same step: agree on the worst case
-        device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
-        timing = timing.to(device)
-        dist.all_reduce(timing, op=dist.ReduceOp.MAX)
-    seconds_per_step, seconds_left = float(timing[0]), -float(timing[1])
-    steps = steps_that_fit(run.step, seconds_per_step, seconds_left, run.schedule.total_steps)
-    run.config = dataclasses.replace(config, schedule_steps=steps)
-    run.schedule = _schedule(run.config, run.loader)
-    run.metrics.write({"step": run.step, "schedule_steps": steps, "seconds_per_step": seconds_per_step})
-
-
-def _restore(run: Run, saved: dict[str, Any]) -> None:
-    """Put the saved model, optimizer, scaler, position and augmentation state into ``run``; the
-    RNG states wait in ``run.pending_rng`` until the loader has replayed the epoch's batches."""
-    run.model.load_state_dict(saved["model"])
-    run.optimizer.load_state_dict(saved["optimizer"])
-    run.scaler.load_state_dict(saved["scaler"])
-    run.epoch, run.step = saved["epoch"], saved["step"]
-    run.batches_done = saved["data_order"]["batches_done"]
-    run.pending_rng = saved["rng"]
-    run.skipped = SkippedImages(earlier=saved.get("skipped_images", 0))
-    if run.augment is not None:
-        run.augment.load_state_dict(_augment_state_of_rank(saved, run.rank, run.world, run.checkpoint_path))
 
 
 def _prepare_out(run: Run, resumed: bool) -> None:
@@ -604,7 +393,7 @@ def _train_on_batch(run: Run, batch: tuple[Any, Tensor, list[str]]) -> StepResul
         )
     except TrainingDiverged as error:
         path = run.checkpoint_path
-        kept = f"{path} (step {_saved_step(path)})" if os.path.exists(path) else "none written yet"
+        kept = f"{path} (step {saved_step(path)})" if os.path.exists(path) else "none written yet"
         raise TrainingDiverged(
             f"{error} (epoch {run.epoch + 1}); stopped; last good checkpoint: {kept}"
         ) from None
@@ -673,68 +462,6 @@ def _stop_reason(run: Run, late: bool = False, interrupted: bool = False) -> str
 
 # ----------------------------------------------------------------------------------------------
 # checkpoints
-
-
-def save_checkpoint(run: Run) -> None:
-    """Write OUT/checkpoint.pt atomically (rank 0; every rank takes part in gathering the device
-    augmentation's state): everything :func:`pretrain` needs to continue exactly."""
-    augment_states = _gather_augment_states(run.augment)
-    if not run.is_main:
-        return
-    schedule = run.schedule
-    checkpoints.save(
-        run.checkpoint_path,
-        {
-            "kind": "pretrain",
-            "config": run.config.to_dict(),
-            "dataset_info": dataclasses.asdict(run.info),
-            "model": run.model.state_dict(),
-            "optimizer": run.optimizer.state_dict(),
-            "scaler": run.scaler.state_dict(),
-            "schedule": {
-                "peak_lr": schedule.peak_lr,
-                "warmup_steps": schedule.warmup_steps,
-                "total_steps": schedule.total_steps,
-            },  # fmt: skip
-            "epoch": run.epoch,
-            "step": run.step,
-            "data_order": {"seed": run.config.seed, "epoch": run.epoch, "batches_done": run.batches_done},
-            "rng": checkpoints.rng_states(),
-            "skipped_images": run.skipped.count,
-            **({"gpu_augment": augment_states} if augment_states is not None else {}),
-        },
-    )
-
-
-def _gather_augment_states(augment: GPUTwoViewAugment | None) -> list[dict[str, Tensor]] | None:
-    """The device augmentation's generator state of every rank, in rank order (None without it)."""
-    if augment is None:
-        return None
-    state = augment.state_dict()
-    if not distributed.is_distributed():
-        return [state]
-    states: list[Any] = [None] * distributed.world_size()
-    dist.all_gather_object(states, state)
-    return states
-
-
-def _augment_state_of_rank(saved: dict[str, Any], rank: int, world: int, path: str) -> dict[str, Tensor]:
-    states = saved.get("gpu_augment")
-    if not isinstance(states, list) or len(states) != world:
-        count = len(states) if isinstance(states, list) else 0
-        raise checks.ParameterError(
-            "resume",
-            f"needs as many processes as the run in {path} had, with the same gpu_augment: it holds the "
-            f"device augmentation state of {count} process(es), this run has {world}",
-        )
-    return states[rank]
-
-
-def _saved_step(path: str) -> int | str:
-    try:
-        return checkpoints.load(path, kind="pretrain")["step"]
-    except (ValueError, FileNotFoundError):
-        return "unreadable"
 
 
 def _knn_monitor(run: Run, progress: bool) -> dict[str, Any]:

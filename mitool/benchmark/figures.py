@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import io
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -25,7 +24,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from mitool.files import atomic_write_bytes, atomic_write_text, read_csv  # noqa: E402
+from mitool.figures import save  # noqa: E402
+from mitool.files import atomic_write_text, read_csv  # noqa: E402
 
 __all__ = [
     "TARGET_MAX_MI",
@@ -147,14 +147,6 @@ def summary_markdown(rows: Sequence[dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def _save(figure: plt.Figure, path: Path) -> Path:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format=path.suffix.lstrip("."), dpi=120, bbox_inches="tight")
-    plt.close(figure)
-    atomic_write_bytes(path, buffer.getvalue())
-    return path
-
-
 def figure_estimates(table: _Table, n: int) -> plt.Figure:
     """One panel per task: every seed's estimate with its interval, per estimator, and the truth."""
     columns = min(6, len(table.tasks))
@@ -204,6 +196,6 @@ def redraw(out: Path, file_format: str = "png") -> list[Path]:
     atomic_write_text(out / "summary.md", summary_markdown(rows))
     written = [out / "summary.md"]
     for n, table in _by_size(rows).items():
-        written.append(_save(figure_estimates(table, n), out / f"estimates_n{n}.{file_format}"))
-        written.append(_save(figure_heatmap(table, n), out / f"heatmap_n{n}.{file_format}"))
+        written.append(save(figure_estimates(table, n), out / f"estimates_n{n}.{file_format}"))
+        written.append(save(figure_heatmap(table, n), out / f"heatmap_n{n}.{file_format}"))
     return written

@@ -118,6 +118,18 @@ class Critic(nn.Module):
         _check_pairs(x, y, matched=True)
         return self.matched_pairs(self.weights(), x, y)
 
+    def start_at_zero(self) -> Critic:
+        """Set the output layer to zero, so that f = 0 everywhere while the gradients still flow
+        (a correction that starts from a base critic, :mod:`mitool.critics.gaussian`); returns self.
+        ValueError for a critic whose score cannot be zero."""
+        raise ValueError(f"the {type(self).__name__} cannot start at a zero score")
+
+
+def _zero(layer: nn.Module) -> None:
+    with torch.no_grad():
+        for parameter in layer.parameters():
+            parameter.zero_()
+
 
 class SeparableCritic(Critic):
     """Separable critic f(x, y) = g(x) . h(y) with two MLP embeddings g, h of size ``embed_dim``.
@@ -153,6 +165,11 @@ class SeparableCritic(Critic):
         gx, hy = self.embeddings(weights, x, y)
         return (gx * hy).sum(dim=-1)
 
+    def start_at_zero(self) -> SeparableCritic:
+        """g's output layer zero: g(x) = 0, so f = g . h = 0, and h still gives g's layer a gradient."""
+        _zero(self.embed_x[-1])
+        return self
+
 
 class ConcatCritic(Critic):
     """Joint critic f(x, y) = MLP([x, y]) -> scalar, applied to every pair.
@@ -180,6 +197,10 @@ class ConcatCritic(Critic):
     def matched_pairs(self, weights: Weights, x: Tensor, y: Tensor) -> Tensor:
         return sequential(self.net, weights, "net", torch.cat([x, y], dim=-1)).squeeze(-1)
 
+    def start_at_zero(self) -> ConcatCritic:
+        _zero(self.net[-1])
+        return self
+
 
 class BilinearCritic(Critic):
     """Bilinear critic f(x, y) = x^T W y with a learned (dx, dy) matrix W (initialised at zero
@@ -197,6 +218,10 @@ class BilinearCritic(Critic):
 
     def matched_pairs(self, weights: Weights, x: Tensor, y: Tensor) -> Tensor:
         return ((x @ weights["weight"]) * y).sum(dim=-1)
+
+    def start_at_zero(self) -> BilinearCritic:
+        _zero(self)
+        return self
 
 
 class CosineCritic(SeparableCritic):
@@ -234,6 +259,9 @@ class CosineCritic(SeparableCritic):
     def matched_pairs(self, weights: Weights, x: Tensor, y: Tensor) -> Tensor:
         gx, hy = self.embeddings(weights, x, y)
         return (gx * hy).sum(dim=-1) / self.temperature
+
+    def start_at_zero(self) -> CosineCritic:
+        raise ValueError("the cosine critic cannot start at a zero score (its embeddings are normalised)")
 
 
 def bound_scores(

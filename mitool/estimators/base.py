@@ -18,12 +18,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
 from mitool import checks
+from mitool.settings import Settings, setting
 
 __all__ = [
     "CASES",
@@ -57,35 +58,10 @@ class DivergenceError(ValueError):
     cause and what to use instead."""
 
 
-def setting(default: object, meaning: str, check: Callable[[str, Any], Any] | None = None) -> Any:
-    """A field of an :class:`EstimatorSettings` dataclass: its default, its meaning (the help text of
-    the command line) and its check, ``check(name, value) -> value`` (one of :mod:`mitool.checks`'
-    functions with its limits bound), run when the settings are made."""
-    return field(default=default, metadata={"help": meaning, "check": check})
-
-
 @dataclass(frozen=True)
-class EstimatorSettings:
-    """Base of every estimator's settings: frozen, each field made by :func:`setting`, each value
-    checked when made (ParameterError naming the field)."""
-
-    def __post_init__(self) -> None:
-        for item in fields(self):
-            check = item.metadata.get("check")
-            if check is not None:
-                object.__setattr__(self, item.name, check(item.name, getattr(self, item.name)))
-
-    @classmethod
-    def names(cls) -> tuple[str, ...]:
-        return tuple(item.name for item in fields(cls))
-
-    @classmethod
-    def help(cls) -> dict[str, tuple[object, str]]:
-        """Each field's (default, meaning)."""
-        return {item.name: (item.default, item.metadata.get("help", "")) for item in fields(cls)}
-
-    def replace(self, **changes: object) -> EstimatorSettings:
-        return dataclasses.replace(self, **changes)
+class EstimatorSettings(Settings):
+    """Base of every estimator's settings (:class:`mitool.settings.Settings`): frozen, each field
+    made by :func:`~mitool.settings.setting`, each value checked when made."""
 
 
 @dataclass(frozen=True)

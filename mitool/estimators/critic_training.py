@@ -29,17 +29,21 @@ from mitool.lazy import lazy_import
 if TYPE_CHECKING:
     from torch import Tensor, nn
 
+    from mitool.critics.gaussian import GaussianCritics
     from mitool.stacked import StackedCritics
 
 torch = lazy_import("torch")  # the registry of estimators imports this module without training anything
 
 __all__ = [
     "MIN_CHUNKS",
+    "FitRows",
     "MeanCritic",
+    "Schedule",
     "Training",
     "all_pairs_scores",
     "held_out_values",
     "mi_of",
+    "run_critics",
     "train_critics",
     "training_values",
 ]
@@ -188,46 +192,91 @@ class Schedule:
     threshold: float = bounds.DIVERGENCE_THRESHOLD
 
 
+Critic = Callable[["Tensor", "Tensor"], "Tensor"]
+
+
+@dataclass(frozen=True)
+class FitRows:
+    """The fit rows of R runs: x (R, N, dx) and y (R, N, dy), run r's first ``lengths[r]`` rows its
+    own (the runs of a cross-fitting differ by a row; the rest is padding)."""
+
+    x: Tensor
+    y: Tensor
+    lengths: Sequence[int]
+
+
+def run_critics(stack: StackedCritics, base: GaussianCritics | None) -> list[Critic]:
+    """Each run's critic as ``critic(x (B, dx), y (M, dy)) -> (B, M)``: the trained network, plus the
+    run's base critic when there is one."""
+    networks = stack.critics()
+    if base is None:
+        return list(networks)
+    return [_with_base(network, base.run(index)) for index, network in enumerate(networks)]
+
+
+def _with_base(network: Critic, base: Critic) -> Critic:
+    return lambda x, y: network(x, y) + base(x, y)
+
+
 def _validation_values(
-    stack: StackedCritics, validation: tuple[Tensor, Tensor], evaluate: Callable, schedule: Schedule
+    critics: Sequence[Critic],
+    validation: Sequence[tuple[Tensor, Tensor]],
+    evaluate: Callable,
+    schedule: Schedule,
 ) -> list[float]:
-    x_validation, y_validation = validation
     return [
-        float(np.mean(held_out_values(critic, x_validation[run], y_validation[run], evaluate,
-                                      schedule.block, schedule.chunk)[0]))
-        for run, critic in enumerate(stack.critics())
-    ]  # fmt: skip
+        float(np.mean(held_out_values(critic, x, y, evaluate, schedule.block, schedule.chunk)[0]))
+        for critic, (x, y) in zip(critics, validation, strict=True)
+    ]
+
+
+def _batch_scores(
+    stack: StackedCritics, base: GaussianCritics | None, x: Tensor, y: Tensor
+) -> tuple[Tensor, Tensor]:
+    """pos (R, B), neg (R, B, B - 1) of a batch of each run, the base's scores added."""
+    scores = stack.all_pairs(x, y)
+    if base is not None:
+        scores = scores + base.all_pairs(x, y)
+    return torch.func.vmap(bounds.split_scores)(scores)
 
 
 def train_critics(
     stack: StackedCritics,
     estimator: str,
     options: Mapping[str, float],
-    fit: tuple[Tensor, Tensor],
-    validation: tuple[Tensor, Tensor],
+    fit: FitRows,
+    validation: Sequence[tuple[Tensor, Tensor]],
     evaluate: Callable[[Tensor, Tensor], float],
     schedule: Schedule,
     generators: Sequence[torch.Generator],
     progress: Callable[[int, float], None] | None = None,
+    base: GaussianCritics | None = None,
 ) -> Training:
-    """Train the R critics of ``stack`` with bound ``estimator`` on their fit pairs (x, y of shapes
-    (R, n_fit, d)) and leave each at its best validation value (see the module); a run whose
-    training estimate runs away stops there (its :class:`Training` entries say where)."""
-    x_fit, y_fit = fit
-    runs, n_fit = x_fit.shape[0], x_fit.shape[1]
+    """Train the R critics of ``stack`` with bound ``estimator`` on their fit rows and leave each at
+    its best validation value (see the module); with a ``base``, run r's critic is base_r + network_r
+    and its validation is scored before the first step too (the network starts at zero, so the base
+    alone may be kept). A run whose training estimate runs away stops there (its :class:`Training`
+    entries say where)."""
+    runs = fit.x.shape[0]
     values_of = training_values(estimator, options)
-    state = torch.full((runs,), math.nan, device=x_fit.device)
+    state = torch.full((runs,), math.nan, device=fit.x.device)
     optimiser = torch.optim.Adam(stack.parameters(), lr=schedule.lr, fused=True)
     best = _BestWeights(stack)
     diverged: list[int | None] = [None] * runs
     diverged_value: list[float | None] = [None] * runs
-    run_index = torch.arange(runs, device=x_fit.device)[:, None]
+    run_index = torch.arange(runs, device=fit.x.device)[:, None]
+    active = [True] * runs
+    if base is not None:
+        best.update(
+            stack, 0, _validation_values(run_critics(stack, base), validation, evaluate, schedule), active
+        )
     step = 0
     for step in range(1, schedule.steps + 1):
         rows = torch.stack(
-            [torch.randperm(n_fit, generator=generator)[: schedule.batch_size] for generator in generators]
-        ).to(x_fit.device)
-        pos, neg = stack.scores(x_fit[run_index, rows], y_fit[run_index, rows])
+            [torch.randperm(length, generator=generator)[: schedule.batch_size]
+             for length, generator in zip(fit.lengths, generators, strict=True)]
+        ).to(fit.x.device)  # fmt: skip
+        pos, neg = _batch_scores(stack, base, fit.x[run_index, rows], fit.y[run_index, rows])
         loss, mi, state = values_of(pos, neg, state)
         optimiser.zero_grad(set_to_none=True)
         loss.sum().backward()
@@ -237,7 +286,7 @@ def train_critics(
                 diverged[run], diverged_value[run] = step, value
         active = [d is None for d in diverged]
         if step % schedule.eval_every == 0 or step == schedule.steps:
-            values = _validation_values(stack, validation, evaluate, schedule)
+            values = _validation_values(run_critics(stack, base), validation, evaluate, schedule)
             best.update(stack, step, values, active)
             if progress is not None:
                 progress(

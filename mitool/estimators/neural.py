@@ -45,7 +45,14 @@ import numpy as np
 
 from mitool import bounds, checks, critics
 from mitool.estimators.base import DivergenceError, Estimate, Estimator, EstimatorSettings, Progress, setting
-from mitool.estimators.preparation import PREPARATIONS, canonical_maps, part_sizes, split_pairs
+from mitool.estimators.preparation import (
+    PREPARATIONS,
+    Split,
+    canonical_maps,
+    fold_splits,
+    part_sizes,
+    split_pairs,
+)
 
 if TYPE_CHECKING:
     from mitool.estimators.critic_training import Training
@@ -80,6 +87,21 @@ def _preparation(name: str, value: object) -> str:
     return checks.choice(name, value, PREPARATIONS)
 
 
+def _activation(name: str, value: object) -> str:
+    return checks.choice(name, value, ("relu", "gelu", "silu", "tanh", "elu", "leaky_relu"))
+
+
+def _base(name: str, value: object) -> str:
+    return checks.choice(name, value, ("auto", "gaussian", "none"))
+
+
+def _folds(name: str, value: object) -> int:
+    value = checks.whole_number(name, value, 0)
+    if value == 1:
+        raise checks.ParameterError(name, "must be 0 (one split) or at least 2, got 1")
+    return value
+
+
 @dataclass(frozen=True)
 class NeuralSettings(EstimatorSettings):
     """How a neural estimate is made: every default lives here, each field's meaning in its help
@@ -107,6 +129,9 @@ class NeuralSettings(EstimatorSettings):
         2, "Hidden layers of the critic's MLPs.", partial(checks.whole_number, minimum=0)
     )
     embed_dim: int = setting(32, "Embedding size of the separable and cosine critics.", _whole)
+    activation: str = setting(
+        "relu", "The MLPs' activation: relu, gelu, silu, tanh, elu, leaky_relu.", _activation
+    )
     temperature: float = setting(
         0.1, "Temperature of the cosine critic (scores in [-1/T, 1/T]).", checks.positive
     )
@@ -127,6 +152,14 @@ class NeuralSettings(EstimatorSettings):
     normalise: str = setting(
         "rank", "How each coordinate is prepared, fitted on the training rows: standard (z-scores) or rank "
         "(normal scores of the ranks); both are invertible per coordinate and keep the MI.", _preparation,
+    )  # fmt: skip
+    base: str = setting(
+        "auto", "The critic's start: gaussian (the Gaussian fitted to the training rows, which the network "
+        "corrects), none, or auto (gaussian but for the cosine critic).", _base,
+    )  # fmt: skip
+    folds: int = setting(
+        0, "Cross-fitting: k >= 2 folds, each scored by critics trained on the others (every pair gives the "
+        "estimate once; the interval spans the folds); 0: one split, test_fraction held out.", _folds,
     )  # fmt: skip
     device: str = setting("cpu", "torch device of the critic (cpu, cuda, cuda:N).")
 
@@ -184,6 +217,11 @@ class NeuralEstimator(Estimator):
         chosen = self.settings
         self.evaluator = check_evaluator(self.bound, chosen.evaluator or self.bound)
         _check_bounded(self.bound, chosen.critic)
+        if chosen.base == "gaussian" and chosen.critic in BOUNDED_CRITICS:
+            raise checks.ParameterError(
+                "base", f"gaussian needs a critic that can start at a zero score, not {chosen.critic!r}; use "
+                "base='none' with it, or another critic",
+            )  # fmt: skip
         given = {name: getattr(chosen, name) for name in _option_names(self.bound)}
         self.train_options = bounds.BOUNDS[self.bound].pick_options(given)
         self.evaluation_options = bounds.BOUNDS[self.evaluator].pick_options(given)
@@ -205,7 +243,8 @@ class NeuralEstimator(Estimator):
     def _check_size(self, rows: tuple[np.ndarray, ...]) -> None:
         n, settings = len(rows[0]), self.settings
         if not self._sizes_work(n):
-            held_out = f"{100 * settings.test_fraction:g}% held out for the estimate"
+            held_out = (f"{settings.folds} folds" if settings.folds >= 2
+                        else f"{100 * settings.test_fraction:g}% held out for the estimate")  # fmt: skip
             validation = f"{100 * settings.validation_fraction:g}% of the rest for early stopping"
             raise checks.ParameterError(
                 "x",
@@ -241,77 +280,107 @@ class NeuralEstimator(Estimator):
 
         start = time.perf_counter()
         settings = self.settings
-        parts = _Parts.prepared(rows, seeds, settings)
-        members = settings.ensemble
-        member_seeds = [_member_seed(seed, member) for seed in seeds for member in range(members)]
-        stack = _stacked_critics(settings, parts.dims, member_seeds)
+        runs = _Runs.prepared(rows, seeds, settings)
+        stack = _stacked_critics(settings, runs.dims, runs.member_seeds, start_at_zero=runs.base is not None)
         schedule = training.Schedule(
             settings.steps, settings.batch_size, settings.lr, settings.eval_every, settings.patience,
             settings.eval_block, settings.chunk,
         )  # fmt: skip
         result = training.train_critics(
-            stack, self.bound, self.train_options, parts.repeated("fit", members),
-            parts.repeated("validation", members), training.mi_of(self.evaluator, self.evaluation_options),
-            schedule, _generators(member_seeds), progress,
+            stack, self.bound, self.train_options, runs.fit, runs.validation,
+            training.mi_of(self.evaluator, self.evaluation_options), schedule,
+            _generators(runs.member_seeds), progress, runs.base,
         )  # fmt: skip
         seconds = time.perf_counter() - start
-        trained = stack.critics()
-        return [
-            self._one_estimate(parts, run, trained[run * members : (run + 1) * members],
-                               range(run * members, (run + 1) * members), result, seconds)
-            for run in range(len(seeds))
-        ]  # fmt: skip
+        critics = training.run_critics(stack, runs.base)
+        return [self._one_estimate(runs, dataset, critics, result, seconds) for dataset in range(len(rows))]
 
     def _one_estimate(
-        self,
-        parts: _Parts,
-        run: int,
-        members: Sequence[Any],
-        indices: range,
-        training: Training,
-        seconds: float,
+        self, runs: _Runs, dataset: int, critics: Sequence[Any], training: Training, seconds: float
     ) -> Estimate | DivergenceError:
-        """Data set ``run``'s estimate with the mean of its trained critics on its test pairs, or the
-        DivergenceError of a critic that ran away in training or of the estimate on the held-out pairs."""
+        """Data set ``dataset``'s estimate: on each of its splits the mean of the split's trained critics
+        scored on its test pairs; or the DivergenceError of a critic that ran away in training or of
+        the estimate on the held-out pairs."""
         from mitool.estimators import critic_training
-        from mitool.estimators.base import student_interval
 
         settings = self.settings
-        for index in indices:
+        indices = runs.of_dataset(dataset)
+        for index in (i for split in indices for i in split):
             if training.diverged_step[index] is not None:
                 step, value = training.diverged_step[index], training.diverged_value[index]
                 return DivergenceError(
                     _divergence_message(self.bound, settings.critic, step, value, "in training")
                 )
-        critic = members[0] if len(members) == 1 else critic_training.MeanCritic(members)
         evaluate = critic_training.mi_of(self.evaluator, self.evaluation_options)
-        x_test, y_test = parts.test(run)
-        values, negatives = critic_training.held_out_values(
-            critic, x_test, y_test, evaluate, settings.eval_block, settings.chunk
-        )
+        scored = []
+        for members in indices:
+            critic = (
+                critics[members[0]]
+                if len(members) == 1
+                else critic_training.MeanCritic([critics[m] for m in members])
+            )
+            x_test, y_test = runs.test[members[0]]
+            scored.append(
+                critic_training.held_out_values(
+                    critic, x_test, y_test, evaluate, settings.eval_block, settings.chunk
+                )
+            )
+        values = np.concatenate([value for value, _ in scored])
         bad = ~np.isfinite(values) | (np.abs(values) > bounds.DIVERGENCE_THRESHOLD)
         if bad.any():
             message = _divergence_message(
                 self.bound, settings.critic, training.steps, values[bad][0], "on held-out pairs"
             )
             return DivergenceError(message)
-        mean, stderr, low, high = student_interval(values, settings.level)
-        ceiling = _ceiling_of_mean(self.evaluator, negatives, self.evaluation_options)
+        return self._assembled(runs, dataset, scored, training, seconds)
+
+    def _assembled(
+        self, runs: _Runs, dataset: int, scored: list[tuple[np.ndarray, np.ndarray]], training: Training,
+        seconds: float,
+    ) -> Estimate:  # fmt: skip
+        """The Estimate from each split's chunk values: with folds, the mean of the folds' means and
+        the Student-t interval over the folds (the folds' critics differ: training noise is in it);
+        with one split, the interval over the chunks of held-out anchors."""
+        from mitool.estimators.base import student_interval
+
+        settings = self.settings
+        folds = len(scored)
+        if folds > 1:
+            mean, stderr, low, high = student_interval(
+                np.array([np.mean(v) for v, _ in scored]), settings.level
+            )
+            interval = (
+                f"Student-t interval over the {folds} folds, each scored by critics trained on the other "
+                "folds (the noise of training and of the held-out evaluation; not the bound's bias)"
+            )
+        else:
+            mean, stderr, low, high = student_interval(scored[0][0], settings.level)
+            interval = (
+                f"Student-t interval over {len(scored[0][0])} chunks of held-out anchors (noise of the "
+                "held-out evaluation of this critic; not retraining, not the bound's bias)"
+            )
+        ceilings = [
+            _ceiling_of_mean(self.evaluator, negatives, self.evaluation_options) for _, negatives in scored
+        ]
+        ceiling = None if ceilings[0] is None else float(np.mean(ceilings))
         at_ceiling = ceiling is not None and mean >= ceiling - CEILING_MARGIN
-        split = parts.splits[run]
+        splits = runs.splits[dataset]
+        indices = [i for split in runs.of_dataset(dataset) for i in split]
         details = {
-            "critic": settings.critic, "evaluator": self.evaluator, "n_fit": len(split.fit),
-            "n_validation": len(split.validation), "n_test": len(split.test),
-            "negatives_train": settings.batch_size - 1, "negatives_test": int(negatives.min()),
+            "critic": settings.critic, "evaluator": self.evaluator, "folds": folds,
+            "n_fit": len(splits[0].fit), "n_validation": len(splits[0].validation),
+            "n_test": sum(len(split.test) for split in splits),
+            "negatives_train": settings.batch_size - 1,
+            "negatives_test": int(min(negatives.min() for _, negatives in scored)),
             "steps": training.steps, "best_step": max(training.best_step[i] for i in indices),
+            "base": "gaussian" if runs.base is not None else "none",
+            "base_ranks": [runs.ranks[i] for i in indices] if runs.base is not None else [],
             "ceiling": ceiling, "at_ceiling": at_ceiling,
         }  # fmt: skip
         notes = (_ceiling_note(self.evaluator, ceiling),) if at_ceiling else ()
         return Estimate(
-            value=mean, stderr=stderr, ci_low=low, ci_high=high, ci_level=settings.level,
-            interval=f"Student-t interval over {len(values)} chunks of held-out anchors (noise of the "
-            "held-out evaluation of this critic; not retraining, not the bound's bias)",
-            estimator=self.name, n_pairs=parts.n_pairs, seconds=seconds, notes=notes, details=details,
+            value=mean, stderr=stderr, ci_low=low, ci_high=high, ci_level=settings.level, interval=interval,
+            estimator=self.name, n_pairs=runs.n_pairs, seconds=seconds, notes=notes, details=details,
         )  # fmt: skip
 
 
@@ -336,8 +405,11 @@ def _generators(seeds: Sequence[int]) -> list[Any]:
     return [torch.Generator().manual_seed(seed) for seed in seeds]
 
 
-def _stacked_critics(settings: NeuralSettings, dims: tuple[int, int], seeds: Sequence[int]) -> Any:
-    """R critics, critic r built under torch's global seed ``seeds[r]``, stacked on the device."""
+def _stacked_critics(
+    settings: NeuralSettings, dims: tuple[int, int], seeds: Sequence[int], start_at_zero: bool
+) -> Any:
+    """R critics, critic r built under torch's global seed ``seeds[r]`` (its output layer zero when
+    ``start_at_zero``: it corrects a base critic), stacked on the device."""
     import torch
 
     from mitool.stacked import StackedCritics
@@ -347,52 +419,97 @@ def _stacked_critics(settings: NeuralSettings, dims: tuple[int, int], seeds: Seq
     for seed in seeds:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            made.append(critics.make_critic(settings.critic, *dims, **options).to(settings.device))
+            critic = critics.make_critic(settings.critic, *dims, **options)
+        made.append((critic.start_at_zero() if start_at_zero else critic).to(settings.device))
     return StackedCritics(made)
 
 
-@dataclass(frozen=True)
-class _Parts:
-    """R data sets split and prepared: tensors (R, rows, d) of each part of x and of y, the splits,
-    the number of pairs of each data set."""
+def _uses_base(settings: NeuralSettings) -> bool:
+    """The Gaussian base is used with ``base`` "gaussian", and with "auto" for critics that can start
+    at a zero score (all but the cosine critic)."""
+    if settings.base == "auto":
+        return settings.critic not in BOUNDED_CRITICS
+    return settings.base == "gaussian"
 
-    parts: dict[str, tuple[Any, Any]]
-    splits: list
+
+@dataclass
+class _Runs:
+    """The runs of an estimate: for each data set its splits (one, or the folds), for each split
+    ``ensemble`` members; run r's prepared fit rows (stacked, padded), validation and test rows, its
+    seed, and its Gaussian base (and rank) when there is one."""
+
+    fit: Any
+    validation: list[tuple[Any, Any]]
+    test: list[tuple[Any, Any]]
+    splits: list[list[Split]]
+    member_seeds: list[int]
+    members: int
     n_pairs: int
-    dims: tuple[int, int] = field(default=(0, 0))
+    dims: tuple[int, int]
+    base: Any = None
+    ranks: list[int] = field(default_factory=list)
+
+    def of_dataset(self, dataset: int) -> list[list[int]]:
+        """Data set ``dataset``'s runs, one list of member runs per split."""
+        per_split = len(self.splits[0])
+        first = dataset * per_split * self.members
+        return [[first + split * self.members + member for member in range(self.members)]
+                for split in range(per_split)]  # fmt: skip
 
     @classmethod
     def prepared(
         cls, rows: Sequence[tuple[np.ndarray, np.ndarray]], seeds: Sequence[int], settings: NeuralSettings
-    ) -> _Parts:
+    ) -> _Runs:
         import torch
 
-        splits = [split_pairs(len(x), settings.test_fraction, settings.validation_fraction, seed)
-                  for (x, _), seed in zip(rows, seeds, strict=True)]  # fmt: skip
-        runs = [_prepared_run(x, y, split, settings) for (x, y), split in zip(rows, splits, strict=True)]
+        from mitool.estimators.critic_training import FitRows
 
-        def stacked(side: int, part: int) -> Any:
-            values = np.stack([run[side][part] for run in runs])
-            return torch.as_tensor(values, dtype=torch.float32, device=settings.device)
+        splits = [_splits(len(x), settings, seed) for (x, _), seed in zip(rows, seeds, strict=True)]
+        prepared, member_seeds = [], []
+        for (x, y), own, seed in zip(rows, splits, seeds, strict=True):
+            for number, split in enumerate(own):
+                parts = _prepared_run(x, y, split, settings)
+                for member in range(settings.ensemble):
+                    prepared.append(parts)
+                    member_seeds.append(_member_seed(_member_seed(seed, number), member))
 
-        parts = {
-            name: (stacked(0, index), stacked(1, index))
-            for index, name in enumerate(("fit", "validation", "test"))
-        }
-        dims = (rows[0][0].shape[1], rows[0][1].shape[1])
-        return cls(parts, splits, len(rows[0][0]), dims)
+        def tensor(array: np.ndarray) -> Any:
+            return torch.as_tensor(array, dtype=torch.float32, device=settings.device)
 
-    def repeated(self, part: str, times: int) -> tuple[Any, Any]:
-        """Part ``part`` of every data set, each repeated ``times`` times (the members of an ensemble)."""
-        return tuple(data.repeat_interleave(times, dim=0) for data in self.parts[part])  # type: ignore[return-value]
+        longest = max(len(parts[0][0]) for parts in prepared)
+        padded = [np.stack([_padded(parts[side][0], longest) for parts in prepared])
+                  for side in (0, 1)]  # fmt: skip
+        fit = FitRows(tensor(padded[0]), tensor(padded[1]), [len(parts[0][0]) for parts in prepared])
+        validation = [(tensor(parts[0][1]), tensor(parts[1][1])) for parts in prepared]
+        test = [(tensor(parts[0][2]), tensor(parts[1][2])) for parts in prepared]
+        runs = cls(fit, validation, test, splits, member_seeds, settings.ensemble, len(rows[0][0]),
+                   (rows[0][0].shape[1], rows[0][1].shape[1]))  # fmt: skip
+        if _uses_base(settings):
+            from mitool.critics.gaussian import fit_gaussian_critics
 
-    def test(self, run: int) -> tuple[Any, Any]:
-        x, y = self.parts["test"]
-        return x[run], y[run]
+            fits = [(parts[0][0], parts[1][0]) for parts in prepared]
+            runs.base, runs.ranks = fit_gaussian_critics(
+                fits, validation, settings.eval_block, settings.device
+            )
+        return runs
 
 
-def _prepared_run(x: np.ndarray, y: np.ndarray, split, settings: NeuralSettings) -> list[list[np.ndarray]]:
-    """One data set's [fit, validation, test] rows of x and of y, prepared (normalised, and in
+def _padded(rows: np.ndarray, length: int) -> np.ndarray:
+    """``rows`` with zero rows appended up to ``length`` (the stacked fit rows of runs that differ by one)."""
+    return np.pad(rows, ((0, length - len(rows)), (0, 0)))
+
+
+def _splits(n: int, settings: NeuralSettings, seed: int) -> list[Split]:
+    """The folds of cross-fitting (``folds`` >= 2), else the one split of ``test_fraction``."""
+    if settings.folds >= 2:
+        return fold_splits(n, settings.folds, settings.validation_fraction, seed)
+    return [split_pairs(n, settings.test_fraction, settings.validation_fraction, seed)]
+
+
+def _prepared_run(
+    x: np.ndarray, y: np.ndarray, split: Split, settings: NeuralSettings
+) -> list[list[np.ndarray]]:
+    """One split's [fit, validation, test] rows of x and of y, prepared (normalised, and in
     canonical coordinates when asked) by maps fitted on its training rows."""
     prepare = PREPARATIONS[settings.normalise]
     prepared = [

@@ -17,7 +17,8 @@ from typing import Any
 
 from mitool.bounds import INFONCE_FAMILY, takes_option
 from mitool.checks import ParameterError
-from mitool.vision.methods import method_class
+from mitool.vision.choices import KNN_K, KNN_TEMPERATURE
+from mitool.vision.methods import method_class, method_spec
 
 __all__ = ["Evaluation", "Grid", "SweepRun", "expand", "run_name"]
 
@@ -31,7 +32,7 @@ class Grid:
     loss: tuple[str | None, ...] = (None,)
     negatives: tuple[int | None, ...] = (None,)
     alpha: tuple[float | None, ...] = (None,)
-    batch_size: tuple[int, ...] = (256,)
+    batch_size: tuple[int | None, ...] = (None,)
     temperature: tuple[float | None, ...] = (None,)
     seeds: tuple[int, ...] = (0,)
 
@@ -41,8 +42,8 @@ class Evaluation:
     """What follows each pretraining run: kNN (k, temperature, an optional cap on the memory and
     query sets) and, with ``linear_epochs`` > 0, the linear probe on cached features."""
 
-    knn_k: int = 200
-    knn_temperature: float = 0.1
+    knn_k: int = KNN_K
+    knn_temperature: float = KNN_TEMPERATURE
     knn_max_samples: int | None = None
     linear_epochs: int = 0
 
@@ -81,7 +82,7 @@ def _combinations(grid: Grid, default_loss: Callable[[str], str]) -> list[dict[s
     for method, loss, negatives, alpha, batch, temperature, seed in itertools.product(
         grid.method, grid.loss, grid.negatives, grid.alpha, grid.batch_size, grid.temperature, grid.seeds
     ):
-        if method_class(method).negatives_meaning is None:
+        if method_spec(method).negatives_meaning is None:
             negatives = None
         if not takes_option(loss or default_loss(method), "alpha"):
             alpha = None
@@ -97,7 +98,7 @@ def _combinations(grid: Grid, default_loss: Callable[[str], str]) -> list[dict[s
 def _check_axes_apply(grid: Grid, default_loss: Callable[[str], str]) -> None:
     """An axis given values that no method or loss of the grid can use is an error."""
     if any(value is not None for value in grid.negatives) and all(
-        method_class(method).negatives_meaning is None for method in grid.method
+        method_spec(method).negatives_meaning is None for method in grid.method
     ):
         raise ParameterError("negatives", f"does not apply to {', '.join(grid.method)}; leave it out")
     losses = {loss or default_loss(method) for loss in grid.loss for method in grid.method}
@@ -115,7 +116,7 @@ def expand(grid: Grid, base: Any, out: str | os.PathLike) -> list[SweepRun]:
     native_size = _native_image_size(base)
 
     def default_loss(method: str) -> str:
-        return method_class(method).defaults_for(base.dataset)["loss"]
+        return method_spec(method).defaults_for(base.dataset)["loss"]
 
     _check_axes_apply(grid, default_loss)
     runs: dict[str, SweepRun] = {}

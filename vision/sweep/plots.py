@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mitool.files import atomic_writer
+from mitool.figures import save
 from mitool.vision.records import read_records
 from mitool.vision.sweep.summary import summary_rows
 
@@ -76,16 +76,6 @@ def _draw_lines(
     axis.grid(alpha=0.3)
 
 
-def _save(figure, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    figure.tight_layout()
-    with atomic_writer(path) as file:
-        figure.savefig(file, dpi=100, format="png")
-    plt.close(figure)
-    return path
-
-
 def _colours(labels: Sequence[str]) -> dict[str, Any]:
     import matplotlib.pyplot as plt
 
@@ -106,7 +96,7 @@ def _against(rows: list[dict[str, Any]], axis_key: str, axis_label: str, path: P
     for axis, title in zip(axes, titles, strict=True):
         axis.set_xlabel(axis_label)
         axis.set_title(title)
-    return _save(figure, path)
+    return save(figure, path)
 
 
 def _curves(rows: list[dict[str, Any]], out: Path, path: Path) -> Path:
@@ -131,7 +121,7 @@ def _curves(rows: list[dict[str, Any]], out: Path, path: Path) -> Path:
         axis.grid(alpha=0.3)
     if rows:
         axes[0].legend(fontsize=7)
-    return _save(figure, path)
+    return save(figure, path)
 
 
 def plot_sweep(out: str | os.PathLike) -> list[Path]:

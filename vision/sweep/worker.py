@@ -32,7 +32,8 @@ def run_in_this_process(run_directory: str | os.PathLike, progress: bool = False
     import torch
 
     from mitool.vision.evaluate import evaluate_knn, load_backbone
-    from mitool.vision.train import TrainingDiverged, pretrain
+    from mitool.vision.step import TrainingDiverged
+    from mitool.vision.train import pretrain
 
     directory = Path(run_directory)
     plan = json.loads((directory / RUN_FILE).read_text())
