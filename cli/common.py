@@ -17,6 +17,7 @@ from mitool.progress import Progress
 from mitool.runner import RanksMissing, SettingsDiffer, Terminated, sigterm_as_interrupt
 
 __all__ = [
+    "EstimateProgress",
     "check_device",
     "command_line",
     "program_words",
@@ -62,6 +63,24 @@ def progress_reporter(bar: Progress) -> Callable[..., None]:
         bar.set_done(done, text)
 
     return report
+
+
+class EstimateProgress:
+    """An estimator's progress callback ``(done, total, value)`` drawn as a bar made at the first
+    call (an estimator that reports nothing shows none); ``close()`` at the end."""
+
+    def __init__(self, label: str, enabled: bool) -> None:
+        self.label, self.enabled, self.bar = label, enabled, None
+
+    def __call__(self, done: int, total: int, value: float) -> None:
+        if self.bar is None:
+            self.bar = Progress(total, self.label, enabled=self.enabled)
+        note = f"latest value {value:.3f} nats" if math.isfinite(value) else ""
+        self.bar.set_done(min(done, total), note)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def program_words() -> list[str]:

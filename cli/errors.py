@@ -8,13 +8,29 @@ be ...``): the click parameter of the same name gives the flag, so no table of f
 
 from __future__ import annotations
 
+import errno
+
 import click
 
 from mitool.checks import ParameterError
 
 __all__ = ["FriendlyCommand", "FriendlyGroup", "flag_of", "user_message"]
 
-_REPORTED = (ValueError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+_REPORTED = (ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError)
+"""Errors in what the user asked for: one line, exit 2."""
+
+WRITE_ERRORS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ELOOP, errno.EACCES, errno.EPERM, errno.EIO}
+)
+"""errno values of a file system that refuses to store (full, read-only, looped, not ours): one line
+naming the path and the cause, exit 1; whatever was written before stays whole (mitool.files)."""
+
+
+def _raise_storage_error(error: OSError) -> None:
+    """The one-line error (exit 1) of an OSError in :data:`WRITE_ERRORS`; nothing for other errors."""
+    if error.errno in WRITE_ERRORS:
+        where = f"{error.filename}: " if error.filename else ""
+        raise click.ClickException(f"cannot store results: {where}{error.strerror or error}") from None
 
 
 def flag_of(command: click.Command, parameter: str) -> str | None:
@@ -34,7 +50,7 @@ def user_message(error: BaseException, command: click.Command | None) -> str:
     if isinstance(error, ParameterError) and command is not None and flag_of(command, error.parameter):
         return error.render(lambda name: flag_of(command, name) or name).splitlines()[0]
     text = str(error)
-    if isinstance(error, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+    if isinstance(error, (FileNotFoundError, IsADirectoryError, NotADirectoryError)):
         if error.filename is not None and error.strerror:  # OSError's own form, not a library message
             text = f"{error.strerror}: {error.filename}"
     return text.splitlines()[0] if text else type(error).__name__
@@ -48,6 +64,9 @@ class FriendlyCommand(click.Command):
             return super().invoke(ctx)
         except _REPORTED as error:
             raise click.UsageError(user_message(error, self), ctx=None) from None
+        except OSError as error:
+            _raise_storage_error(error)
+            raise
 
 
 class FriendlyGroup(click.Group):
@@ -65,6 +84,9 @@ class FriendlyGroup(click.Group):
             raise click.UsageError(error.format_message().splitlines()[0], ctx=None) from None
         except _REPORTED as error:
             raise click.UsageError(user_message(error, None), ctx=None) from None
+        except OSError as error:
+            _raise_storage_error(error)
+            raise
 
 
 FriendlyGroup.group_class = FriendlyGroup

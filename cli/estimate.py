@@ -27,7 +27,12 @@ def estimator_help() -> str:
     for name in estimators.names():
         estimator = estimators.estimator_class(name)
         lines.append(f"{name:10s} {estimator.summary}: {estimator.number}.")
-    defaults = "; ".join(f"{CASES[case]}: {name}" for case, name in estimators.DEFAULTS.items())
+
+    def shown(default: estimators.Default) -> str:
+        settings = "".join(f" --{key.replace('_', '-')} {value}" for key, value in default.settings.items())
+        return default.name + settings
+
+    defaults = "; ".join(f"{CASES[case]}: {shown(default)}" for case, default in estimators.DEFAULTS.items())
     return "Estimators (--estimator):\n\n\b\n" + "\n".join(lines) + f"\n\nDefaults: {defaults}."
 
 
@@ -35,8 +40,18 @@ def estimator_help() -> str:
 @click.argument("x", metavar="X", type=click.Path(dir_okay=False))
 @click.argument("y", metavar="Y", type=click.Path(dir_okay=False))
 @click.option(
+    "--given", "z", type=click.Path(dir_okay=False), default=None,
+    help="Z, a file of one row per sample: estimate I(X; Y | Z), the MI given Z.",
+)  # fmt: skip
+@click.option(
     "--estimator", type=click.Choice(estimators.names()), default=None,
-    help=f"The estimator (listed below) [default: {estimators.DEFAULTS['continuous']} for continuous data].",
+    help="The estimator (listed below) [default: the one for the data, see Defaults below].",
+)  # fmt: skip
+@click.option(
+    "--discrete", default="auto", show_default=True,
+    help="Which variables are discrete: auto (whole numbers with at most max(2, sqrt(n)) distinct values in "
+    "n rows), none, or a comma-separated list of x, y, z (both: x,y). The result's notes say what was "
+    "decided.",
 )  # fmt: skip
 @settings_options(_OPTIONS)
 @click.option(
@@ -48,32 +63,37 @@ def estimator_help() -> str:
 )  # fmt: skip
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.pass_context
-def estimate_command(context: click.Context, x: str, y: str, estimator: str | None, seed: int, as_json: bool,
-                     quiet: bool, **_: object) -> None:  # fmt: skip
+def estimate_command(
+    context: click.Context, x: str, y: str, z: str | None, estimator: str | None, discrete: str,
+    seed: int, as_json: bool, quiet: bool, **_: object,
+) -> None:  # fmt: skip
     """Estimate I(X; Y) in nats from paired samples: row i of X goes with row i of Y.
 
-    X and Y are .npy, .npz (one array) or .csv files (comma-separated, optional header), one row per
-    sample. A neural estimator trains a critic with its bound on a training split and reports the
+    X and Y (and Z of --given) are .npy, .npz (one array) or .csv files (comma-separated, optional
+    header), one row per sample; discrete variables (class labels, counts) are found by --discrete.
+    A neural estimator trains a critic with its bound on a training split and reports the
     bound on the held-out split; the interval says what it covers (for a neural estimator: the noise
     of the held-out evaluation, not retraining, not the bound's own bias). InfoNCE-type estimates
     cannot exceed log(K + 1) (K = held-out rows - 1, at most 1023; eqco: log(alpha + 1)): an estimate
     at that ceiling is flagged, and for large MI smile or nwj are not capped. ksg and gaussian train
     nothing; their interval comes from 10 disjoint subsets of the pairs.
     """
-    from mitool.cli.common import progress_reporter
+    from mitool.cli.common import EstimateProgress
     from mitool.cli.io import load_samples
     from mitool.estimate import estimate
-    from mitool.progress import Progress
     from mitool.runtime import set_threads_to_free_cores
 
     set_threads_to_free_cores()
-    name = estimator or estimators.DEFAULTS["continuous"]
     settings = given_options(context, _OPTIONS)
-    estimators.estimator_class(name)(**settings)  # an unknown setting is refused before the data are read
+    if estimator is not None:
+        estimators.get(estimator, **settings)  # an unknown setting is refused before the data are read
     x_data, y_data = load_samples(x, "X"), load_samples(y, "Y")
-    steps = settings.get("steps", getattr(estimators.estimator_class(name).Settings, "steps", 0))
-    with Progress(steps, f"training {name} critic", enabled=not quiet and steps > 0) as bar:
-        result = estimate(x_data, y_data, name, seed=seed, progress=progress_reporter(bar), **settings)
+    z_data = None if z is None else load_samples(z, "Z")
+    progress = EstimateProgress(f"{estimator or 'estimate'}", enabled=not quiet)
+    try:
+        result = estimate(x_data, y_data, estimator, z_data, discrete, seed, progress, **settings)
+    finally:
+        progress.close()
     click.echo(json.dumps(result.as_dict()) if as_json else describe(result))
 
 
@@ -81,7 +101,8 @@ def describe(result: Estimate) -> str:
     """The estimate as a sentence: the value, its standard error and interval and what they cover,
     what was trained and evaluated, and the notes (a warning at InfoNCE's ceiling among them)."""
     level = f"{100 * result.ci_level:g}%" if math.isfinite(result.ci_level) else "exact"
-    head = (f"I(X; Y) = {result.value:.4f} +- {result.stderr:.4f} nats, {level} interval "
+    quantity = "I(X; Y | Z)" if any(note.startswith(("z ", "z:")) for note in result.notes) else "I(X; Y)"
+    head = (f"{quantity} = {result.value:.4f} +- {result.stderr:.4f} nats, {level} interval "
             f"[{result.ci_low:.4f}, {result.ci_high:.4f}]")  # fmt: skip
     details = result.details
     if "critic" in details:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import warnings
 from pathlib import Path
 
@@ -38,8 +39,15 @@ def load_samples(path: str | Path, name: str) -> np.ndarray:
     return _checked(np.asarray(data), path, name)
 
 
+NPY_MAGIC = b"\x93NUMPY"
+"""How every .npy file starts (numpy's format)."""
+
+
 def _read(path: Path, suffix: str, name: str) -> np.ndarray:
     if suffix == ".npy":
+        with open(path, "rb") as stream:
+            if stream.read(len(NPY_MAGIC)) != NPY_MAGIC:
+                raise ValueError(f"{name}: {path} is not a numpy array file (no .npy header)")
         return np.load(path, allow_pickle=False)
     if suffix == ".npz":
         with np.load(path, allow_pickle=False) as archive:
@@ -51,20 +59,51 @@ def _read(path: Path, suffix: str, name: str) -> np.ndarray:
     return _read_csv(path, name)
 
 
-def _read_csv(path: Path, name: str) -> np.ndarray:
-    with open(path) as stream:
-        first = stream.readline()
+def _is_number(field: str) -> bool:
     try:
-        [float(field) for field in first.strip().split(",") if field.strip()]
-        skip = 0
+        float(field)
     except ValueError:
-        skip = 1  # a header line
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # numpy's "input contained no data": said below
-        data = np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=1)
+        return False
+    return True
+
+
+def _read_csv(path: Path, name: str) -> np.ndarray:
+    """The numbers of a CSV file; its first line is a header only when none of its fields is a number.
+    A field that is not a number is named by its line and column as an editor counts them (from 1)."""
+    with open(path, newline="") as stream:
+        first = next(csv.reader(stream), [])
+    header = bool(first) and not any(_is_number(field) for field in first)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # numpy's "input contained no data": said below
+            data = np.loadtxt(path, delimiter=",", skiprows=int(header), ndmin=1)
+    except ValueError:
+        _raise_first_bad_field(path, name, header)
+        raise
     if data.size == 0:
         raise ValueError(f"{name}: {path} holds no data rows")
     return data
+
+
+def _raise_first_bad_field(path: Path, name: str, header: bool) -> None:
+    """ValueError naming the first field of ``path`` that is not a number, or the first line whose
+    number of fields differs from the first data line's."""
+    width = None
+    with open(path, newline="") as stream:
+        for line, row in enumerate(csv.reader(stream), start=1):
+            if (header and line == 1) or not any(field.strip() for field in row):
+                continue
+            for column, field in enumerate(row, start=1):
+                if not _is_number(field):
+                    raise ValueError(
+                        f"{name}: {path} line {line}, column {column}: {field.strip()!r} is not a number "
+                        "(a header is a first line of names only)"
+                    )
+            if width is not None and len(row) != width:
+                raise ValueError(
+                    f"{name}: {path} line {line} has {len(row)} fields, the first data line {width}"
+                )
+            width = len(row) if width is None else width
 
 
 def _checked(data: np.ndarray, path: Path, name: str) -> np.ndarray:

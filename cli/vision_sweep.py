@@ -91,8 +91,6 @@ def sweep(context: click.Context, parallel: int, out: str, quiet: bool, **option
     runs = expand(grid, PretrainConfig(knn_every=0, out=out, **run_settings), out)
     launch = Launch.from_environment()
     threads = max(1, free_cores() // parallel) if run_settings.get("device", "cpu") == "cpu" else None
-    if launch.rank == 0:
-        log_line(f"vision sweep: {len(runs)} runs into {os.path.join(out, 'runs')}, {parallel} at a time")
     try:
         with resumable_run("vision sweep", lambda: _interruption_note(runs), []):
             summary = run_sweep(runs, evaluation, out, parallel, launch, not quiet, log_line, threads)

@@ -22,20 +22,26 @@ class ParameterError(ValueError):
     message, what is allowed and what was given. ``str(error)`` is ``f"{parameter} {problem}"``.
 
     ``listed``: other parameters the message names (the settings an estimator has, say), written in
-    ``problem`` as ``{listed}``; :meth:`render` spells them (and ``parameter``) as the interface
-    that raised the error does: ``batch_size`` in Python, ``--batch-size`` on the command line."""
+    ``problem`` as ``{listed}`` (all of them) or ``{=name}`` (one); :meth:`render` spells them (and
+    ``parameter``) as the interface that raised the error does: ``batch_size`` in Python,
+    ``--batch-size`` on the command line."""
 
     def __init__(self, parameter: str, problem: str, listed: tuple[str, ...] = ()) -> None:
         self.parameter = parameter
         self.template = problem
         self.listed = tuple(listed)
-        self.problem = problem.replace("{listed}", ", ".join(self.listed))
+        self.problem = self._filled(lambda name: name)
         super().__init__(f"{parameter} {self.problem}")
+
+    def _filled(self, spell: Callable[[str], str]) -> str:
+        text = self.template.replace("{listed}", ", ".join(spell(name) for name in self.listed))
+        for name in self.listed:
+            text = text.replace("{=" + name + "}", spell(name))
+        return text
 
     def render(self, spell: Callable[[str], str]) -> str:
         """The message with every parameter spelled by ``spell`` (e.g. the command's flag)."""
-        listed = ", ".join(spell(name) for name in self.listed)
-        return f"{spell(self.parameter)} {self.template.replace('{listed}', listed)}"
+        return f"{spell(self.parameter)} {self._filled(spell)}"
 
 
 def whole_number(

@@ -14,6 +14,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
@@ -21,14 +22,45 @@ from pathlib import Path
 from typing import IO
 
 __all__ = [
+    "appending",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
     "atomic_writer",
+    "naming_the_file",
     "previous_path",
     "read_csv",
+    "remove_leftovers",
     "write_csv",
 ]
+
+
+TEMPORARY_SUFFIX = ".mitool-tmp"
+"""The end of the name of :func:`atomic_writer`'s temporary files: ``.<name>.<pid>.<random>.mitool-tmp``."""
+
+
+def remove_leftovers(folder: str | os.PathLike) -> list[Path]:
+    """Remove the temporary files that :func:`atomic_writer` left in ``folder`` and its subfolders
+    when its process was killed mid-write (the writer's PID, in the name, no longer runs); returns
+    them. A living writer's files are left alone."""
+    removed = []
+    for path in Path(folder).rglob(f".*{TEMPORARY_SUFFIX}*"):
+        writer = re.search(rf"\.(\d+)\.[^.]+{re.escape(TEMPORARY_SUFFIX)}(\.prev)?$", path.name)
+        if writer is not None and not _running(int(writer.group(1))):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed.append(path)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def previous_path(path: str | os.PathLike) -> str:
@@ -44,7 +76,9 @@ def atomic_writer(path: str | os.PathLike, mode: str = "wb", keep_previous: bool
     file it replaces stays on disk as :func:`previous_path` (a hard link, or a copy)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    handle, temporary = tempfile.mkstemp(
+        prefix=f".{path.name}.{os.getpid()}.", suffix=TEMPORARY_SUFFIX, dir=path.parent
+    )
     os.fchmod(handle, 0o644)  # mkstemp makes 0600
     staging = temporary + ".prev"
     try:
@@ -59,12 +93,30 @@ def atomic_writer(path: str | os.PathLike, mode: str = "wb", keep_previous: bool
                 shutil.copyfile(path, staging)
             os.replace(staging, previous_path(path))
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         for leftover in (temporary, staging):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(leftover)
+        if isinstance(error, OSError):
+            raise naming_the_file(error, path) from error
         raise
     _fsync_folder(path.parent)
+
+
+def naming_the_file(error: OSError, path: str | os.PathLike) -> OSError:
+    """``error`` with ``path`` as its file when it names none (write() and fsync() do not), so that
+    the message says which file a full or read-only disk refused."""
+    return error if error.filename is not None else OSError(error.errno, error.strerror, os.fspath(path))
+
+
+@contextlib.contextmanager
+def appending(path: str | os.PathLike) -> Iterator[IO]:
+    """``path`` opened to append text; an OSError while writing names ``path``."""
+    try:
+        with open(path, "a") as stream:
+            yield stream
+    except OSError as error:
+        raise naming_the_file(error, path) from error
 
 
 def _fsync_folder(folder: Path) -> None:

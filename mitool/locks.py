@@ -7,7 +7,9 @@ owner's PID, host and command. A second writer of the same folder is refused wit
 :class:`FolderInUse`, one line naming the owner. A lock file left by a process that is gone (its
 ``flock`` released, its record still there) is taken over, and the note says whose it was. When the
 block ends the file is removed (a process that opened it just before finds, once it holds the lock,
-that the file is no longer the one at the path, and starts again).
+that the file is no longer the one at the path, and starts again). Once the lock is held, the
+temporary files of writes that a killed process left in the folder are removed
+(:func:`mitool.files.remove_leftovers`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from mitool.checks import ParameterError
+from mitool.files import remove_leftovers
 
 __all__ = ["FolderInUse", "hold_folder", "lock_path"]
 
@@ -66,6 +69,9 @@ def hold_folder(
     }
     os.ftruncate(handle, 0)
     os.pwrite(handle, json.dumps(record).encode(), 0)
+    removed = remove_leftovers(out)
+    if removed and note is not None:
+        note(f"removed {len(removed)} temporary file(s) of an interrupted write in {out}")
     try:
         yield path
     finally:

@@ -116,7 +116,11 @@ def make_out(out: str | os.PathLike, parameter: str = "out") -> Path:
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise checks.ParameterError(parameter, f"must be a directory; {out} is a file")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a link to nowhere, or to itself: say why it is no folder
+        os.stat(out)
+        raise
     return out
 
 

@@ -48,7 +48,7 @@ def tiny_plan(seeds: int = 2) -> Plan:
 
 def test_estimator_names() -> None:
     assert parse_estimator("smile-concat") == EstimatorSpec("smile-concat", "smile", {"critic": "concat"})
-    assert parse_estimator("default").as_config() == {"estimator": "infonce"}
+    assert parse_estimator("default").as_config() == {"estimator": "default"}
     assert {"default", "ksg", "gaussian", "infonce", "nwj-separable"} <= set(estimator_names())
     with pytest.raises(ParameterError, match="^estimators has an unknown estimator 'magic'"):
         parse_estimator("magic")

@@ -12,6 +12,7 @@ import torch
 
 from mitool import bounds
 from mitool.bounds import BoundResult
+from mitool.files import TEMPORARY_SUFFIX
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision.config import PretrainConfig
 from mitool.vision.schedule import learning_rate
@@ -79,7 +80,7 @@ def test_device_augmentation_trains_and_resumes_exactly(tmp_path) -> None:
         pretrain(_config(tmp_path / "twice", "simclr", max_steps=8, knn_every=0), resume=True, progress=False)
 
 
-def test_resume_rejects_a_truncated_checkpoint_and_keeps_the_previous(tmp_path) -> None:
+def test_resume_from_a_truncated_checkpoint_uses_the_previous_and_says_so(tmp_path, capsys) -> None:
     out = tmp_path / "run"
     pretrain(_config(out, max_steps=2, checkpoint_every=1, knn_every=0), progress=False)
     path = out / "checkpoint.pt"
@@ -87,12 +88,16 @@ def test_resume_rejects_a_truncated_checkpoint_and_keeps_the_previous(tmp_path) 
     assert checkpoints.load(previous, kind="pretrain")["step"] == 1
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(
-        ValueError, match="truncated or not a mitool checkpoint.*previous checkpoint .* still there"
-    ):
-        pretrain(_config(out, max_steps=4), resume=True, progress=False)
-    assert checkpoints.load(previous, kind="pretrain")["step"] == 1
-    assert path.read_bytes() == data[: len(data) // 2]
+    resumed = pretrain(
+        _config(out, max_steps=4, checkpoint_every=1, knn_every=0), resume=True, progress=False
+    )
+    assert f"{path} cannot be read; resuming from the previous checkpoint {previous} (step 1)" in (
+        capsys.readouterr().err
+    )
+    assert resumed["step"] == 4 and checkpoints.load(str(path), kind="pretrain")["step"] == 4
+    straight = pretrain(_config(tmp_path / "straight", max_steps=4, checkpoint_every=1, knn_every=0),
+                        progress=False)  # fmt: skip
+    assert resumed["metrics"]["loss"] == pytest.approx(straight["metrics"]["loss"], abs=1e-6)
 
 
 def test_checkpoint_files_are_validated(tmp_path) -> None:
@@ -101,7 +106,7 @@ def test_checkpoint_files_are_validated(tmp_path) -> None:
     checkpoints.save(path, {"kind": "pretrain", "step": 2, "weights": torch.zeros(3)})
     assert checkpoints.load(path)["step"] == 2
     assert checkpoints.load(checkpoints.previous_path(path))["step"] == 1
-    assert [name for name in os.listdir(tmp_path) if name.endswith(".tmp")] == []
+    assert [name for name in os.listdir(tmp_path) if TEMPORARY_SUFFIX in name] == []
     foreign = str(tmp_path / "foreign.pt")
     torch.save({"weights": torch.ones(2)}, foreign)
     with pytest.raises(ValueError, match="not written by mitool"):

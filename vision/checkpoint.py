@@ -19,8 +19,10 @@ to that form.
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
 import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
     from mitool.vision.gpu_augment import GPUTwoViewAugment
     from mitool.vision.train import Run
 
-__all__ = ["FORMAT", "load", "previous_path", "restore_rng_states", "rng_states", "save"]
+__all__ = ["FORMAT", "load", "load_latest", "previous_path", "restore_rng_states", "rng_states", "save"]
 
 FORMAT = "mitool.vision/1"
 """The value of the ``format`` entry of every checkpoint this tool writes."""
@@ -44,9 +46,12 @@ FORMAT = "mitool.vision/1"
 
 def save(path: str, state: dict[str, Any]) -> None:
     """Write ``state`` (plus the ``format`` marker) to ``path`` atomically; keep the old file as
-    ``path.prev`` (:func:`mitool.files.previous_path`)."""
+    ``path.prev`` (:func:`mitool.files.previous_path`). Serialised in memory first, so that a
+    failing disk (full, read-only) raises its own OSError, not torch's wrapped RuntimeError."""
+    buffer = io.BytesIO()
+    torch.save({"format": FORMAT, **state}, buffer)
     with atomic_writer(path, keep_previous=True) as file:
-        torch.save({"format": FORMAT, **state}, file)
+        file.write(buffer.getbuffer())
 
 
 def load(
@@ -78,6 +83,29 @@ def load(
     if kind is not None and state.get("kind") != kind:
         raise ParameterError(parameter, f"{path} is a {state.get('kind')!r} checkpoint ({expected})")
     return state
+
+
+def load_latest(
+    path: str, kind: str, parameter: str, note: Callable[[str], None], map_location: str = "cpu"
+) -> dict[str, Any]:
+    """The checkpoint at ``path``; when it is missing or damaged, the previous one (``path.prev``,
+    which :func:`save` keeps) with a ``note`` saying so. ParameterError naming ``parameter`` when
+    neither can be read."""
+    previous = previous_path(path)
+    try:
+        return load(path, map_location, kind, parameter)
+    except ParameterError:
+        if not os.path.isfile(previous):
+            if not os.path.exists(path):
+                folder, name = os.path.dirname(path) or ".", os.path.basename(path)
+                raise ParameterError(
+                    parameter, f"finds no run in {folder} (no {name}); start it without --resume"
+                ) from None
+            raise
+        problem = "is missing" if not os.path.exists(path) else "cannot be read"
+        saved = load(previous, map_location, kind, parameter)
+        note(f"{path} {problem}; resuming from the previous checkpoint {previous} (step {saved['step']})")
+        return saved
 
 
 _EXAMPLES = {

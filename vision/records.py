@@ -20,7 +20,7 @@ import os
 import time
 from typing import Any
 
-from mitool.files import atomic_write_json, atomic_write_text
+from mitool.files import appending, atomic_write_json, atomic_write_text
 
 __all__ = [
     "CONFIG_NAME",
@@ -125,7 +125,7 @@ class MetricsLog:
     def write(self, record: dict[str, Any]) -> None:
         if not self.enabled:
             return
-        with open(self.path, "a") as file:  # appended: one line per record (see the module's note)
+        with appending(self.path) as file:  # appended: one line per record (see the module's note)
             file.write(json.dumps(record) + "\n")
         if self.tensorboard is not None:
             for key, value in record.items():

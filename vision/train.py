@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,8 +48,9 @@ from torch import Tensor, nn
 
 from mitool import checks
 from mitool.files import atomic_write_text
+from mitool.locks import hold_folder
 from mitool.progress import Progress
-from mitool.runner import Interruption
+from mitool.runner import Interruption, Launch, make_out
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision import distributed
 from mitool.vision.augment import two_view_transform
@@ -138,6 +140,16 @@ def pretrain(config: PretrainConfig, resume: bool = False, progress: bool = True
     summary of :func:`summary`. Raises ValueError or FileNotFoundError for bad settings before any
     step, :class:`TrainingDiverged` on a non-finite loss, :class:`TrainingInterrupted` (after
     writing a checkpoint) on SIGINT or SIGTERM."""
+    launch = Launch.from_environment()
+    with hold_folder(make_out(config.out), launch.lock_rank, note=_note):
+        return _pretrain_holding(config, resume, progress)
+
+
+def _note(line: str) -> None:
+    print(f"mitool vision pretrain: {line}", file=sys.stderr, flush=True)
+
+
+def _pretrain_holding(config: PretrainConfig, resume: bool, progress: bool) -> dict[str, Any]:
     run = start_run(config, resume)
     try:
         with run.interruption:
@@ -228,12 +240,8 @@ def _previous_run(config: PretrainConfig, resume: bool) -> dict[str, Any] | None
     """The checkpoint in OUT to resume from; None for a new run, which must not overwrite one."""
     path = os.path.join(config.out, CHECKPOINT_NAME)
     if resume:
-        if not os.path.exists(path):
-            raise checks.ParameterError(
-                "resume", f"finds no run in {config.out} (no {CHECKPOINT_NAME}); start it without --resume"
-            )
-        return checkpoints.load(path, map_location="cpu", kind="pretrain", parameter="resume")
-    if os.path.exists(path):
+        return checkpoints.load_latest(path, kind="pretrain", parameter="resume", note=_note)
+    if os.path.exists(path) or os.path.exists(checkpoints.previous_path(path)):
         raise checks.ParameterError(
             "out", f"{config.out} already holds a run ({CHECKPOINT_NAME}); resume it or choose another folder"
         )

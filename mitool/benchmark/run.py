@@ -32,6 +32,7 @@ import numpy as np
 
 from mitool import bounds, checks, critics, estimators
 from mitool.benchmark import suites
+from mitool.estimate import Automatic
 from mitool.estimators.base import DivergenceError
 from mitool.files import read_csv, write_csv
 from mitool.runner import Launch, check_config, holding, run_grid, versions
@@ -51,7 +52,7 @@ __all__ = [
 
 RESULT_COLUMNS = (
     "task", "family", "dim_x", "dim_y", "true_mi", "n", "seed", "estimator", "estimate", "ci_low",
-    "ci_high", "seconds",
+    "ci_high", "seconds", "dim_z",
 )  # fmt: skip
 
 Log = Callable[[str], None]
@@ -66,9 +67,12 @@ class EstimatorSpec:
     estimator: str
     settings: dict[str, object] = field(default_factory=dict)
 
-    def build(self, device: str | None = None) -> estimators.Estimator:
-        """The estimator, on ``device`` when it has that setting and the name does not fix one."""
+    def build(self, device: str | None = None) -> estimators.Estimator | Automatic:
+        """The estimator (``default``: :class:`mitool.estimate.Automatic`, the one the data call for),
+        on ``device`` when it has that setting and the name does not fix one."""
         settings = dict(self.settings)
+        if self.estimator == "default":
+            return Automatic(**settings)
         if device is not None and "device" in estimators.estimator_class(self.estimator).Settings.names():
             settings.setdefault("device", device)
         return estimators.get(self.estimator, **settings)
@@ -92,14 +96,33 @@ def _setting_value(text: str) -> object:
     return {"true": True, "false": False}.get(text.lower(), text)
 
 
+def _settings_of(name: str, items: Sequence[str], known: Sequence[str]) -> dict[str, object]:
+    """The ``key=value`` items of an estimator's name, each key one of ``known``."""
+    settings = {}
+    for item in items:
+        key, equals, value = item.partition("=")
+        if not equals or key not in known:
+            raise checks.ParameterError(
+                "estimators",
+                f"has {item!r} in {name!r}: settings are key=value with a key of {', '.join(known)}",
+            )
+        settings[key] = _setting_value(value)
+    return settings
+
+
 def parse_estimator(name: str) -> EstimatorSpec:
     """The estimator called ``name`` (see the module); ParameterError "estimators ..." otherwise,
     naming the settings the estimator has when one is unknown."""
     base, *items = name.split(":")
     settings: dict[str, object] = {}
     if base == "default":
-        base = estimators.DEFAULTS["continuous"]
-    elif base not in estimators.names():
+        known = tuple(
+            dict.fromkeys(
+                f for n in estimators.names() for f in estimators.estimator_class(n).Settings.names()
+            )
+        )
+        return EstimatorSpec(name, "default", _settings_of(name, items, (*known, "discrete", "estimator")))
+    if base not in estimators.names():
         bound, _, critic = base.partition("-")
         if bound not in bounds.NAMES or critic not in critics.NAMES:
             raise checks.ParameterError(
@@ -187,16 +210,15 @@ class Plan:
         }
 
 
-def task_data(task: object, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """n pairs of ``task`` for ``seed``, float64: the same for every estimator (the generator is
-    seeded by the seed and the task's name)."""
+def task_data(task: object, n: int, seed: int) -> tuple[np.ndarray, ...]:
+    """n rows of ``task`` for ``seed``, float64: (x, y), or (x, y, z) of a conditional task; the same
+    for every estimator (the generator is seeded by the seed and the task's name)."""
     import torch
 
     generator = torch.Generator().manual_seed(
         int(np.random.SeedSequence([seed, zlib.crc32(task.name.encode())]).generate_state(1)[0])
     )
-    x, y = task.sample(n, generator=generator, dtype=torch.float64)
-    return x.numpy(), y.numpy()
+    return tuple(part.numpy() for part in task.sample(n, generator=generator, dtype=torch.float64))
 
 
 def _rows(cell: Cell, seeds: Sequence[int], results: Sequence, seconds: float) -> list[list[object]]:
@@ -286,7 +308,9 @@ def run_benchmark(
         if progress is not None:
             progress(len(pending), "")
         rows = combined_rows(folder, plan)
-        write_csv(folder / "results.csv", RESULT_COLUMNS, [[row[c] for c in RESULT_COLUMNS] for row in rows])
+        write_csv(
+            folder / "results.csv", RESULT_COLUMNS, [[row.get(c, "") for c in RESULT_COLUMNS] for row in rows]
+        )
         return folder / "results.csv"
 
 

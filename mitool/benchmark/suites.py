@@ -4,11 +4,15 @@ The ``main`` suite follows "Beyond Normal" (Czyz et al. 2023): bivariate tasks, 
 block Gaussians, Student-t with identity dispersion (all the dependence in the shared scale), the
 same bases under invertible maps (half-cube, asinh, normal CDF, wiggly, bimodal, spiral, swiss
 roll), and a few tasks of high MI, from 1 to 50 dimensions per side and 0.18 to 4.2 nats.
-``quick`` is a small subset for smoke tests. :func:`get_task` finds any task of any suite by name.
+``quick`` is a small subset for smoke tests; ``bmi`` the "Beyond Normal" benchmark's 40 tasks;
+``discrete`` (:mod:`mitool.benchmark.discrete`) and ``conditional`` (:mod:`mitool.benchmark.conditional`)
+tasks with discrete or mixed variables and with conditional MI. :func:`get_task` finds any task of
+any suite by name.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from mitool import checks, maps
@@ -164,13 +168,36 @@ def _bmi_suite() -> list[Task]:
     return [Standardised(task, family=family) for family, members in groups.items() for task in members]
 
 
-SUITES: dict[str, Callable[[], list[Task]]] = {"main": _main_suite, "quick": _quick_suite, "bmi": _bmi_suite}
+def _discrete_suite() -> list[Task]:
+    from mitool.benchmark.discrete import discrete_suite
+
+    return discrete_suite()
+
+
+def _conditional_suite() -> list[Task]:
+    from mitool.benchmark.conditional import conditional_suite
+
+    return conditional_suite()
+
+
+SUITES: dict[str, Callable[[], list[Task]]] = {
+    "main": _main_suite,
+    "quick": _quick_suite,
+    "bmi": _bmi_suite,
+    "discrete": _discrete_suite,
+    "conditional": _conditional_suite,
+}
 """Suite name -> a function building its tasks (built on demand: some take a moment)."""
 
 
 def suite(name: str = "main") -> list[Task]:
-    """The tasks of suite ``name`` (one of :data:`SUITES`), in their fixed order."""
-    return SUITES[checks.choice("suite", name, SUITES)]()
+    """The tasks of suite ``name`` (one of :data:`SUITES`), in their fixed order (built once)."""
+    return list(_built(checks.choice("suite", name, SUITES)))
+
+
+@functools.cache
+def _built(name: str) -> tuple[Task, ...]:
+    return tuple(SUITES[name]())
 
 
 def task_names(name: str = "main") -> list[str]:

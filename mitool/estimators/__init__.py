@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
+from dataclasses import dataclass, field
 
 from mitool import checks
 from mitool.estimators.base import CASES, DivergenceError, Estimate, Estimator, EstimatorSettings
@@ -26,6 +27,7 @@ from mitool.estimators.base import CASES, DivergenceError, Estimate, Estimator, 
 __all__ = [
     "CASES",
     "DEFAULTS",
+    "Default",
     "DivergenceError",
     "Estimate",
     "Estimator",
@@ -36,7 +38,23 @@ __all__ = [
     "registry",
 ]
 
-DEFAULTS: dict[str, str] = {"continuous": "infonce", "conditional": "gaussian"}
+
+@dataclass(frozen=True)
+class Default:
+    """The estimator for a kind of data: its name and the settings that differ from its own defaults."""
+
+    name: str
+    settings: dict[str, object] = field(default_factory=dict)
+
+
+DEFAULTS: dict[str, Default] = {
+    "continuous": Default("infonce"),
+    "low-dimension": Default("ksg", {"normalise": "rank"}),
+    "discrete": Default("plugin"),
+    "discrete-y": Default("ross"),
+    "ties": Default("mixed-ksg"),
+    "conditional": Default("frenzel-pompe"),
+}
 """The estimator for each kind of data when none is asked for (docs/mi-benchmark.md: how each was chosen)."""
 
 
@@ -50,7 +68,10 @@ def registry() -> dict[str, type[Estimator]]:
             if estimator.name in found:
                 raise RuntimeError(f"two estimators are called {estimator.name!r}")
             found[estimator.name] = estimator
-    return found
+    order = sorted(
+        found.values(), key=lambda estimator: estimator.rank
+    )  # stable: discovery order within a rank
+    return {estimator.name: estimator for estimator in order}
 
 
 def names() -> tuple[str, ...]:

@@ -41,6 +41,7 @@ __all__ = [
 
 CASES: dict[str, str] = {
     "continuous": "X and Y continuous",
+    "low-dimension": "X and Y continuous, 3 dimensions or fewer in all",
     "discrete": "X and Y discrete (class labels, counts with few values)",
     "discrete-y": "X continuous, Y discrete (features against class labels)",
     "ties": "continuous data with ties or atoms (counts, zero inflation, repeated rows)",
@@ -49,8 +50,9 @@ CASES: dict[str, str] = {
 }
 """The kinds of data an estimator may take (:attr:`Estimator.cases`)."""
 
-Progress = Callable[[int, float], None]
-"""``progress(done, latest value)``, called by estimators that train as they go."""
+Progress = Callable[[int, int, float], None]
+"""``progress(done, total, latest value)``: the steps done of ``total`` (training steps, or stages
+of a long computation), called by estimators as they go; the value is NaN where there is none."""
 
 
 class DivergenceError(ValueError):
@@ -117,6 +119,8 @@ class Estimator:
     number: ClassVar[str]
     cases: ClassVar[frozenset[str]] = frozenset({"continuous"})
     Settings: ClassVar[type[EstimatorSettings]] = EstimatorSettings
+    rank: ClassVar[int] = 50
+    """Where the estimator stands in listings (lower first)."""
 
     def __init__(self, **settings: object) -> None:
         known = self.Settings.names()

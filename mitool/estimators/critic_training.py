@@ -180,7 +180,9 @@ class Schedule:
     """How long and how :func:`train_critics` trains: most ``steps``, batches of ``batch_size``,
     Adam's ``lr``, validation every ``eval_every`` steps scored in blocks of ``block`` with
     ``chunk`` anchors per value, stopping after ``patience`` scores without improvement; a run whose
-    training value is not finite or beyond ``threshold`` nats stops there."""
+    training value is not finite or beyond ``threshold`` nats stops there. ``weight_decay``: AdamW's
+    decoupled decay; ``input_noise``: the standard deviation of Gaussian noise added to the training
+    batches' inputs (a smoothing regulariser; validation and test rows are scored as they are)."""
 
     steps: int
     batch_size: int
@@ -190,6 +192,8 @@ class Schedule:
     block: int
     chunk: int
     threshold: float = bounds.DIVERGENCE_THRESHOLD
+    weight_decay: float = 0.0
+    input_noise: float = 0.0
 
 
 Critic = Callable[["Tensor", "Tensor"], "Tensor"]
@@ -218,12 +222,13 @@ def _with_base(network: Critic, base: Critic) -> Critic:
     return lambda x, y: network(x, y) + base(x, y)
 
 
-def _validation_values(
+def validation_values(
     critics: Sequence[Critic],
     validation: Sequence[tuple[Tensor, Tensor]],
     evaluate: Callable,
     schedule: Schedule,
 ) -> list[float]:
+    """Each critic's mean held-out value (:func:`held_out_values`) on its validation pairs."""
     return [
         float(np.mean(held_out_values(critic, x, y, evaluate, schedule.block, schedule.chunk)[0]))
         for critic, (x, y) in zip(critics, validation, strict=True)
@@ -249,7 +254,7 @@ def train_critics(
     evaluate: Callable[[Tensor, Tensor], float],
     schedule: Schedule,
     generators: Sequence[torch.Generator],
-    progress: Callable[[int, float], None] | None = None,
+    progress: Callable[[int, int, float], None] | None = None,
     base: GaussianCritics | None = None,
 ) -> Training:
     """Train the R critics of ``stack`` with bound ``estimator`` on their fit rows and leave each at
@@ -260,7 +265,9 @@ def train_critics(
     runs = fit.x.shape[0]
     values_of = training_values(estimator, options)
     state = torch.full((runs,), math.nan, device=fit.x.device)
-    optimiser = torch.optim.Adam(stack.parameters(), lr=schedule.lr, fused=True)
+    optimiser = torch.optim.AdamW(
+        stack.parameters(), lr=schedule.lr, weight_decay=schedule.weight_decay, fused=True
+    )
     best = _BestWeights(stack)
     diverged: list[int | None] = [None] * runs
     diverged_value: list[float | None] = [None] * runs
@@ -268,7 +275,7 @@ def train_critics(
     active = [True] * runs
     if base is not None:
         best.update(
-            stack, 0, _validation_values(run_critics(stack, base), validation, evaluate, schedule), active
+            stack, 0, validation_values(run_critics(stack, base), validation, evaluate, schedule), active
         )
     step = 0
     for step in range(1, schedule.steps + 1):
@@ -276,7 +283,11 @@ def train_critics(
             [torch.randperm(length, generator=generator)[: schedule.batch_size]
              for length, generator in zip(fit.lengths, generators, strict=True)]
         ).to(fit.x.device)  # fmt: skip
-        pos, neg = _batch_scores(stack, base, fit.x[run_index, rows], fit.y[run_index, rows])
+        x_batch, y_batch = fit.x[run_index, rows], fit.y[run_index, rows]
+        if schedule.input_noise:
+            x_batch = x_batch + schedule.input_noise * torch.randn_like(x_batch)
+            y_batch = y_batch + schedule.input_noise * torch.randn_like(y_batch)
+        pos, neg = _batch_scores(stack, base, x_batch, y_batch)
         loss, mi, state = values_of(pos, neg, state)
         optimiser.zero_grad(set_to_none=True)
         loss.sum().backward()
@@ -286,17 +297,16 @@ def train_critics(
                 diverged[run], diverged_value[run] = step, value
         active = [d is None for d in diverged]
         if step % schedule.eval_every == 0 or step == schedule.steps:
-            values = _validation_values(run_critics(stack, base), validation, evaluate, schedule)
+            values = validation_values(run_critics(stack, base), validation, evaluate, schedule)
             best.update(stack, step, values, active)
             if progress is not None:
-                progress(
-                    step, float(np.mean([v for v, a in zip(values, active, strict=True) if a] or [math.nan]))
-                )
+                latest = float(np.mean([v for v, a in zip(values, active, strict=True) if a] or [math.nan]))
+                progress(step, schedule.steps, latest)
         if not any(active) or all(
             s >= schedule.patience for s, a in zip(best.stale, active, strict=True) if a
         ):
             break
     best.load_into(stack)
     if progress is not None:
-        progress(schedule.steps, float(np.mean(best.value)))
+        progress(schedule.steps, schedule.steps, float(np.mean(best.value)))
     return Training(best.step, best.value, step, diverged, diverged_value)

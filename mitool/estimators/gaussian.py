@@ -95,8 +95,9 @@ class Gaussian(Estimator):
     name = "gaussian"
     summary = "MI of the Gaussian with the sample covariance (CCA), bias-corrected; conditional too"
     number = "exact for Gaussians; elsewhere the MI of their linear dependence only"
-    cases = frozenset({"continuous", "conditional"})
+    cases = frozenset({"continuous", "low-dimension", "conditional"})
     Settings = GaussianSettings
+    rank = 20
 
     def minimum_pairs(self, dim_x: int, dim_y: int, dim_z: int = 0) -> int:
         return dim_x + dim_y + dim_z + 10
@@ -106,7 +107,7 @@ class Gaussian(Estimator):
         function = (partial(gaussian_mi, bias_correction=correct) if z is None
                     else partial(gaussian_conditional_mi, bias_correction=correct))  # fmt: skip
         return subset_estimate(self, function, x, y, self.settings.subsets, seed, self.settings.level, z=z,
-                               details={"bias_correction": correct})  # fmt: skip
+                               progress=progress, details={"bias_correction": correct})  # fmt: skip
 
 
 ESTIMATORS = [Gaussian]

@@ -29,14 +29,22 @@ import numpy as np
 from mitool import checks
 from mitool.estimators.base import Estimate, Estimator, EstimatorSettings, setting
 from mitool.estimators.neighbours import joint_neighbour_counts
-from mitool.estimators.preparation import standardise
+from mitool.estimators.preparation import PREPARATIONS
 from mitool.estimators.subsets import subset_estimate, tied_rows
 
 __all__ = ["KSG", "KSGSettings", "ksg"]
 
 
-def ksg(x: np.ndarray, y: np.ndarray, k: int = 5, method: str = "auto", k_max: int = 0) -> float:
-    """KSG estimator I of I(X; Y) in nats on each column standardised (see the module):
+def ksg(
+    x: np.ndarray,
+    y: np.ndarray,
+    k: int = 5,
+    method: str = "auto",
+    k_max: int = 0,
+    normalise: str = "standard",
+) -> float:
+    """KSG estimator I of I(X; Y) in nats on each column standardised, or with ``normalise="rank"``
+    replaced by the normal scores of its ranks (see the module):
     psi(k) + psi(n) - mean_i[psi(n_x(i) + 1) + psi(n_y(i) + 1)]; with ``k_max`` > k the mean over
     k .. k_max."""
     from scipy.special import digamma
@@ -47,7 +55,8 @@ def ksg(x: np.ndarray, y: np.ndarray, k: int = 5, method: str = "auto", k_max: i
     if 0 < k_max < k:
         raise checks.ParameterError("k_max", f"must be 0 (k alone) or at least k = {k}, got {k_max}")
     ks = range(k, max(k, k_max) + 1)
-    counts = joint_neighbour_counts([standardise(x)[0], standardise(y)[0]], ks, method)
+    prepare = PREPARATIONS[checks.choice("normalise", normalise, PREPARATIONS)]
+    counts = joint_neighbour_counts([prepare(x)[0], prepare(y)[0]], ks, method)
     values = [
         digamma(neighbours) + digamma(n) - np.mean(digamma(count_x + 1) + digamma(count_y + 1))
         for neighbours, (count_x, count_y) in zip(ks, counts, strict=True)
@@ -63,6 +72,11 @@ class KSGSettings(EstimatorSettings):
         "Above k: the mean of the estimates for k .. k_max (0: k alone).",
         partial(checks.whole_number, minimum=0),
     )
+    normalise: str = setting(
+        "standard",
+        "Each coordinate standardised (standard), or replaced by the normal scores of its ranks (rank).",
+        lambda name, value: checks.choice(name, value, PREPARATIONS),
+    )  # fmt: skip
     subsets: int = setting(
         10, "Disjoint subsets for the standard error.", partial(checks.whole_number, minimum=2)
     )
@@ -73,7 +87,9 @@ class KSG(Estimator):
     name = "ksg"
     summary = "KSG nearest neighbours (estimator I, max-norm, standardised data)"
     number = "an estimate, biased downwards in high dimension and at high MI"
+    cases = frozenset({"continuous", "low-dimension"})
     Settings = KSGSettings
+    rank = 10
 
     def minimum_pairs(self, dim_x: int, dim_y: int, dim_z: int = 0) -> int:
         return max(20, self.settings.k_max + 2, self.settings.k + 2)
@@ -89,8 +105,9 @@ class KSG(Estimator):
             )
         settings = self.settings
         return subset_estimate(
-            self, partial(ksg, k=settings.k, k_max=settings.k_max), x, y, settings.subsets, seed,
-            settings.level, details={"k": settings.k, "k_max": settings.k_max},
+            self, partial(ksg, k=settings.k, k_max=settings.k_max, normalise=settings.normalise), x, y,
+            settings.subsets, seed, settings.level, progress=progress,
+            details={"k": settings.k, "k_max": settings.k_max},
         )  # fmt: skip
 
 

@@ -29,14 +29,10 @@ def _tree_counts(parts: Sequence[np.ndarray], ks: Sequence[int]) -> list[list[np
 
     joint = np.hstack(parts)
     distances, _ = cKDTree(joint).query(joint, k=max(ks) + 1, p=np.inf)  # the point itself comes first
-    trees = [cKDTree(part) for part in parts]
     counts = []
     for k in ks:
-        radius = np.nextafter(distances[:, k], 0.0)  # "strictly within": the largest float below eps
-        counts.append(
-            [np.asarray(tree.query_ball_point(part, radius, p=np.inf, return_length=True)) - 1
-             for tree, part in zip(trees, parts, strict=True)]
-        )  # fmt: skip
+        radius = distances[:, k]
+        counts.append([counts_within(part, radius) for part in parts])
     return counts
 
 
@@ -94,11 +90,35 @@ def kth_distances(points: np.ndarray, k: int) -> np.ndarray:
     return distances[:, k]
 
 
+def _counts_within_sorted(values: np.ndarray, reach: np.ndarray) -> np.ndarray:
+    """counts_within for one coordinate: the points within ``reach`` of value i form a run of the
+    sorted values, found by a binary search for each end on the same float test as the trees',
+    |x_j - x_i| <= reach_i (floating-point subtraction is monotone, so the test splits the sorted
+    values at one place on each side). O(n log n), about 20 vectorised passes for 10^6 points."""
+    ordered = np.sort(values)
+    start = np.searchsorted(ordered, values, "left")  # the first value >= x_i
+
+    def first(low: np.ndarray, high: np.ndarray, beyond) -> np.ndarray:
+        """The first index in [low, high] where beyond(index) holds (it holds from there on)."""
+        while np.any(low < high):
+            middle = (low + high) // 2
+            holds = beyond(np.minimum(middle, len(ordered) - 1)) & (low < high)
+            high = np.where(holds, middle, high)
+            low = np.where(holds | (low >= high), low, middle + 1)
+        return low
+
+    end = first(start, np.full_like(start, len(ordered)), lambda j: ordered[j] - values > reach)
+    begin = first(np.zeros_like(start), start, lambda j: values - ordered[j] <= reach)
+    return end - begin - 1
+
+
 def counts_within(points: np.ndarray, radius: np.ndarray, strict: bool = True) -> np.ndarray:
     """For each point i, the number of other points within max-norm distance radius[i] of it
     (strictly within when ``strict``; a zero radius with ``strict=False`` counts the ties)."""
     from scipy.spatial import cKDTree
 
-    reach = np.nextafter(radius, 0.0) if strict else radius
-    return np.asarray(cKDTree(points).query_ball_point(points, np.maximum(reach, 0.0), p=np.inf,
-                                                       return_length=True)) - 1  # fmt: skip
+    reach = np.nextafter(radius, 0.0) if strict else radius  # "strictly within": the float below
+    reach = np.maximum(reach, 0.0)
+    if points.shape[1] == 1:
+        return _counts_within_sorted(points[:, 0], reach)
+    return np.asarray(cKDTree(points).query_ball_point(points, reach, p=np.inf, return_length=True)) - 1

@@ -35,8 +35,9 @@ ceiling, and the MI may be far larger.
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, make_dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -117,6 +118,11 @@ class NeuralSettings(EstimatorSettings):
         128, "Training batch B (K = B - 1 in-batch negatives).", partial(checks.whole_number, minimum=2)
     )
     lr: float = setting(5e-4, "Adam learning rate.", checks.positive)
+    weight_decay: float = setting(0.0, "AdamW's weight decay.", partial(checks.number, minimum=0.0))
+    input_noise: float = setting(
+        0.0, "Standard deviation of Gaussian noise added to the training batches' inputs (a smoothing "
+        "regulariser; the inputs are prepared to unit scale).", partial(checks.number, minimum=0.0),
+    )  # fmt: skip
     test_fraction: float = setting(0.2, "Share of the pairs held out for the estimate.", checks.fraction)
     validation_fraction: float = setting(
         0.15, "Share of the training pairs scored for early stopping (the critic is kept at its best value).",
@@ -124,13 +130,13 @@ class NeuralSettings(EstimatorSettings):
     )  # fmt: skip
     eval_every: int = setting(50, "Steps between validation scores.", _whole)
     patience: int = setting(10, "Stop after this many validation scores without improvement.", _whole)
-    hidden: int = setting(256, "Width of the critic's MLPs.", _whole)
+    hidden: int = setting(64, "Width of the critic's MLPs.", _whole)
     hidden_layers: int = setting(
-        2, "Hidden layers of the critic's MLPs.", partial(checks.whole_number, minimum=0)
+        4, "Hidden layers of the critic's MLPs.", partial(checks.whole_number, minimum=0)
     )
     embed_dim: int = setting(32, "Embedding size of the separable and cosine critics.", _whole)
     activation: str = setting(
-        "relu", "The MLPs' activation: relu, gelu, silu, tanh, elu, leaky_relu.", _activation
+        "gelu", "The MLPs' activation: relu, gelu, silu, tanh, elu, leaky_relu.", _activation
     )
     temperature: float = setting(
         0.1, "Temperature of the cosine critic (scores in [-1/T, 1/T]).", checks.positive
@@ -152,6 +158,11 @@ class NeuralSettings(EstimatorSettings):
     normalise: str = setting(
         "rank", "How each coordinate is prepared, fitted on the training rows: standard (z-scores) or rank "
         "(normal scores of the ranks); both are invertible per coordinate and keep the MI.", _preparation,
+    )  # fmt: skip
+    radial: bool = setting(
+        True, "Also fit a Gaussian critic on each side's radial features phi(x) = [x, x (|x|^2/d - 1)] (on "
+        "the training rows) and keep it instead of the network where it scores higher on the validation "
+        "pairs (dependence through the scale, as in the spiral and Student tasks).",
     )  # fmt: skip
     base: str = setting(
         "auto", "The critic's start: gaussian (the Gaussian fitted to the training rows, which the network "
@@ -210,7 +221,9 @@ class NeuralEstimator(Estimator):
     One subclass per bound, made from the table of bounds (:data:`ESTIMATORS`)."""
 
     bound: str = "infonce"
+    cases = frozenset({"continuous", "low-dimension"})
     Settings = NeuralSettings
+    rank = 0
 
     def __init__(self, **settings: object) -> None:
         super().__init__(**settings)
@@ -284,15 +297,19 @@ class NeuralEstimator(Estimator):
         stack = _stacked_critics(settings, runs.dims, runs.member_seeds, start_at_zero=runs.base is not None)
         schedule = training.Schedule(
             settings.steps, settings.batch_size, settings.lr, settings.eval_every, settings.patience,
-            settings.eval_block, settings.chunk,
+            settings.eval_block, settings.chunk, weight_decay=settings.weight_decay,
+            input_noise=settings.input_noise,
         )  # fmt: skip
+        evaluate = training.mi_of(self.evaluator, self.evaluation_options)
         result = training.train_critics(
-            stack, self.bound, self.train_options, runs.fit, runs.validation,
-            training.mi_of(self.evaluator, self.evaluation_options), schedule,
+            stack, self.bound, self.train_options, runs.fit, runs.validation, evaluate, schedule,
             _generators(runs.member_seeds), progress, runs.base,
         )  # fmt: skip
         seconds = time.perf_counter() - start
-        critics = training.run_critics(stack, runs.base)
+        critics = runs.chosen_critics(
+            training.run_critics(stack, runs.base), result.best_value,
+            partial(training.validation_values, evaluate=evaluate, schedule=schedule),
+        )  # fmt: skip
         return [self._one_estimate(runs, dataset, critics, result, seconds) for dataset in range(len(rows))]
 
     def _one_estimate(
@@ -312,19 +329,18 @@ class NeuralEstimator(Estimator):
                     _divergence_message(self.bound, settings.critic, step, value, "in training")
                 )
         evaluate = critic_training.mi_of(self.evaluator, self.evaluation_options)
-        scored = []
+
+        def held_out(critic: Any, run: int) -> tuple[np.ndarray, np.ndarray]:
+            return critic_training.held_out_values(critic, *runs.test[run], evaluate, settings.eval_block,
+                                                   settings.chunk)  # fmt: skip
+
+        scored, member_values = [], []
         for members in indices:
-            critic = (
-                critics[members[0]]
-                if len(members) == 1
-                else critic_training.MeanCritic([critics[m] for m in members])
-            )
-            x_test, y_test = runs.test[members[0]]
-            scored.append(
-                critic_training.held_out_values(
-                    critic, x_test, y_test, evaluate, settings.eval_block, settings.chunk
-                )
-            )
+            if len(members) == 1:
+                scored.append(held_out(critics[members[0]], members[0]))
+                continue
+            scored.append(held_out(critic_training.MeanCritic([critics[m] for m in members]), members[0]))
+            member_values.append([float(np.mean(held_out(critics[m], m)[0])) for m in members])
         values = np.concatenate([value for value, _ in scored])
         bad = ~np.isfinite(values) | (np.abs(values) > bounds.DIVERGENCE_THRESHOLD)
         if bad.any():
@@ -332,33 +348,16 @@ class NeuralEstimator(Estimator):
                 self.bound, settings.critic, training.steps, values[bad][0], "on held-out pairs"
             )
             return DivergenceError(message)
-        return self._assembled(runs, dataset, scored, training, seconds)
+        return self._assembled(runs, dataset, scored, member_values, training, seconds)
 
     def _assembled(
-        self, runs: _Runs, dataset: int, scored: list[tuple[np.ndarray, np.ndarray]], training: Training,
-        seconds: float,
+        self, runs: _Runs, dataset: int, scored: list[tuple[np.ndarray, np.ndarray]],
+        member_values: list[list[float]], training: Training, seconds: float,
     ) -> Estimate:  # fmt: skip
-        """The Estimate from each split's chunk values: with folds, the mean of the folds' means and
-        the Student-t interval over the folds (the folds' critics differ: training noise is in it);
-        with one split, the interval over the chunks of held-out anchors."""
-        from mitool.estimators.base import student_interval
-
+        """The Estimate from each split's chunk values (see :func:`_interval`)."""
         settings = self.settings
         folds = len(scored)
-        if folds > 1:
-            mean, stderr, low, high = student_interval(
-                np.array([np.mean(v) for v, _ in scored]), settings.level
-            )
-            interval = (
-                f"Student-t interval over the {folds} folds, each scored by critics trained on the other "
-                "folds (the noise of training and of the held-out evaluation; not the bound's bias)"
-            )
-        else:
-            mean, stderr, low, high = student_interval(scored[0][0], settings.level)
-            interval = (
-                f"Student-t interval over {len(scored[0][0])} chunks of held-out anchors (noise of the "
-                "held-out evaluation of this critic; not retraining, not the bound's bias)"
-            )
+        mean, stderr, low, high, interval = _interval(scored, member_values, settings.level)
         ceilings = [
             _ceiling_of_mean(self.evaluator, negatives, self.evaluation_options) for _, negatives in scored
         ]
@@ -374,7 +373,7 @@ class NeuralEstimator(Estimator):
             "negatives_test": int(min(negatives.min() for _, negatives in scored)),
             "steps": training.steps, "best_step": max(training.best_step[i] for i in indices),
             "base": "gaussian" if runs.base is not None else "none",
-            "base_ranks": [runs.ranks[i] for i in indices] if runs.base is not None else [],
+            "kept": [runs.kept[i] for i in indices],
             "ceiling": ceiling, "at_ceiling": at_ceiling,
         }  # fmt: skip
         notes = (_ceiling_note(self.evaluator, ceiling),) if at_ceiling else ()
@@ -382,6 +381,42 @@ class NeuralEstimator(Estimator):
             value=mean, stderr=stderr, ci_low=low, ci_high=high, ci_level=settings.level, interval=interval,
             estimator=self.name, n_pairs=runs.n_pairs, seconds=seconds, notes=notes, details=details,
         )  # fmt: skip
+
+
+def _interval(
+    scored: list[tuple[np.ndarray, np.ndarray]], member_values: list[list[float]], level: float
+) -> tuple[float, float, float, float, str]:
+    """(mean, stderr, low, high, what the interval covers) from each split's chunk values:
+
+    * folds: the mean of the folds' means, and the Student-t interval over the folds (their
+      critics differ, so training noise is in it);
+    * one split, an ensemble of M critics: the mean critic's value, with the standard error
+      sqrt(s_e^2 + s_m^2 / M) of the held-out evaluation (s_e, over the chunks of anchors) and of
+      training (s_m, the spread of the M members' own values), and the normal interval;
+    * one split, one critic: the Student-t interval over the chunks (evaluation noise alone)."""
+    from mitool.estimators.base import normal_interval, student_interval
+
+    if len(scored) > 1:
+        mean, stderr, low, high = student_interval(np.array([np.mean(v) for v, _ in scored]), level)
+        return mean, stderr, low, high, (
+            f"Student-t interval over the {len(scored)} folds, each scored by critics trained on the other "
+            "folds (the noise of training and of the held-out evaluation; not the bound's bias)"
+        )  # fmt: skip
+    chunks = scored[0][0]
+    mean, stderr, low, high = student_interval(chunks, level)
+    if member_values:
+        members = np.array(member_values[0])
+        stderr = math.sqrt(stderr**2 + members.var(ddof=1) / len(members))
+        low, high = normal_interval(mean, stderr, level)
+        return mean, stderr, low, high, (
+            f"normal interval from the noise of the held-out evaluation ({len(chunks)} chunks of anchors) "
+            f"and of training (the spread of the {len(members)} critics of the ensemble); "
+            "not the bound's bias"
+        )  # fmt: skip
+    return mean, stderr, low, high, (
+        f"Student-t interval over {len(chunks)} chunks of held-out anchors (noise of the held-out "
+        "evaluation of this critic; not retraining, not the bound's bias)"
+    )  # fmt: skip
 
 
 def _ceiling_note(evaluator: str, ceiling: float) -> str:
@@ -436,7 +471,7 @@ def _uses_base(settings: NeuralSettings) -> bool:
 class _Runs:
     """The runs of an estimate: for each data set its splits (one, or the folds), for each split
     ``ensemble`` members; run r's prepared fit rows (stacked, padded), validation and test rows, its
-    seed, and its Gaussian base (and rank) when there is one."""
+    seed, and its Gaussian base (and what of it was kept) when there is one."""
 
     fit: Any
     validation: list[tuple[Any, Any]]
@@ -447,7 +482,33 @@ class _Runs:
     n_pairs: int
     dims: tuple[int, int]
     base: Any = None
-    ranks: list[int] = field(default_factory=list)
+    base_ranks: list[int] = field(default_factory=list)
+    radial: Any = None
+    radial_ranks: list[int] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+
+    def chosen_critics(
+        self, trained: Sequence[Any], trained_values: Sequence[float], score: Callable
+    ) -> list[Any]:
+        """Each run's critic: the trained one (on its base, ``trained_values`` on the validation pairs),
+        or the Gaussian critic on the radial features where ``score`` (critics, validation pairs ->
+        values) gives it more; ``kept`` says which."""
+        radial = [] if self.radial is None else [self.radial.run(run) for run in range(len(trained))]
+        radial_values = score(radial, self.validation) if radial else []
+        chosen, self.kept = [], []
+        for run, critic in enumerate(trained):
+            if radial and radial_values[run] > trained_values[run]:
+                chosen.append(radial[run])
+                self.kept.append(f"the gaussian critic on radial features, rank {self.radial_ranks[run]}")
+            else:
+                chosen.append(critic)
+                based = (
+                    f"on the gaussian base of rank {self.base_ranks[run]}"
+                    if self.base is not None
+                    else "alone"
+                )
+                self.kept.append(f"the network {based}")
+        return chosen
 
     def of_dataset(self, dataset: int) -> list[list[int]]:
         """Data set ``dataset``'s runs, one list of member runs per split."""
@@ -483,14 +544,16 @@ class _Runs:
         validation = [(tensor(parts[0][1]), tensor(parts[1][1])) for parts in prepared]
         test = [(tensor(parts[0][2]), tensor(parts[1][2])) for parts in prepared]
         runs = cls(fit, validation, test, splits, member_seeds, settings.ensemble, len(rows[0][0]),
-                   (rows[0][0].shape[1], rows[0][1].shape[1]))  # fmt: skip
-        if _uses_base(settings):
+                   (prepared[0][0][0].shape[1], prepared[0][1][0].shape[1]))  # fmt: skip
+        if _uses_base(settings) or settings.radial:
             from mitool.critics.gaussian import fit_gaussian_critics
 
             fits = [(parts[0][0], parts[1][0]) for parts in prepared]
-            runs.base, runs.ranks = fit_gaussian_critics(
-                fits, validation, settings.eval_block, settings.device
-            )
+            fit_all = partial(fit_gaussian_critics, fits, validation, settings.eval_block, settings.device)
+            if _uses_base(settings):
+                runs.base, runs.base_ranks, _ = fit_all()
+            if settings.radial:
+                runs.radial, runs.radial_ranks, _ = fit_all(features="radial")
         return runs
 
 

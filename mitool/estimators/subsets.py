@@ -17,17 +17,27 @@ from typing import Any
 
 import numpy as np
 
-from mitool.estimators.base import Estimate, Estimator, normal_interval
+from mitool.estimators.base import Estimate, Estimator, Progress, normal_interval
 
 __all__ = ["subsample_values", "subset_estimate", "tied_rows"]
 
 
 def subsample_values(
-    function: Callable[..., float], parts: tuple[np.ndarray, ...], subsets: int, seed: int
+    function: Callable[..., float],
+    parts: tuple[np.ndarray, ...],
+    subsets: int,
+    seed: int,
+    done: Callable[[int], None] | None = None,
 ) -> np.ndarray:
-    """``function(*parts)`` on ``subsets`` disjoint random subsets of the rows."""
+    """``function(*parts)`` on ``subsets`` disjoint random subsets of the rows; ``done(j)`` after
+    the j-th."""
     order = np.random.default_rng(seed).permutation(len(parts[0]))
-    return np.array([function(*(part[rows] for part in parts)) for rows in np.array_split(order, subsets)])
+    values = []
+    for rows in np.array_split(order, subsets):
+        values.append(function(*(part[rows] for part in parts)))
+        if done is not None:
+            done(len(values))
+    return np.array(values)
 
 
 def subset_estimate(
@@ -41,17 +51,26 @@ def subset_estimate(
     z: np.ndarray | None = None,
     details: Mapping[str, Any] | None = None,
     notes: tuple[str, ...] = (),
+    progress: Progress | None = None,
 ) -> Estimate:
     """The :class:`Estimate` of ``function(x, y[, z])`` on all pairs with the normal interval from
     ``subsets`` disjoint subsets (fewer when the data are too small: each subset keeps at least the
-    estimator's minimum of pairs; no interval below two subsets)."""
+    estimator's minimum of pairs; no interval below two subsets). The subsets come first, so that
+    ``progress(done, total, nan)`` after each (the estimate on all pairs counts as much as all the
+    subsets together, twice: it costs about that at n log n) gives an estimate of the time after the
+    first."""
     start = time.perf_counter()
     parts = (x, y) if z is None else (x, y, z)
-    value = float(function(*parts))
     needed = estimator.minimum_pairs(*(part.shape[1] for part in parts))
     used = min(subsets, len(x) // max(needed, 1))
+    total = 3 * max(used, 1)
+    done = None if progress is None else (lambda subset: progress(subset, total, math.nan))
     if used >= 2:
-        values = subsample_values(function, parts, used, seed)
+        values = subsample_values(function, parts, used, seed, done)
+    value = float(function(*parts))
+    if progress is not None:
+        progress(total, total, value)
+    if used >= 2:
         stderr = float(values.std(ddof=1) / math.sqrt(used))
         low, high = normal_interval(value, stderr, level)
         interval = (f"normal interval from {used} disjoint subsets (sampling noise of the pairs; not the "

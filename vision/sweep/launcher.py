@@ -205,6 +205,8 @@ def run_sweep(
     the summary) when a run's process failed."""
     launch = launch or Launch.from_environment()
     with holding(out, launch, log) as folder:
+        if launch.rank == 0 and log is not None:
+            log(f"vision sweep: {len(runs)} runs into {folder / 'runs'}, {parallel} at a time")
         cells = [RunCell(run) for run in runs]
         for cell in launch.mine(cells):
             _write_plan(cell.run, evaluation)

@@ -1,0 +1,84 @@
+"""The k-NN estimator for discrete-continuous mixtures of Gao, Kannan, Oh & Viswanath (NeurIPS 2017):
+KSG made right for data with ties or atoms (counts, zero inflation, repeated values), where plain
+KSG's distances are zero and its value meaningless (-2.6 nats on Poisson counts of 0.59 nats).
+
+On data standardised per coordinate, with rho_i the max-norm distance from point i to its k-th
+nearest neighbour in the joint space:
+
+    k_i   = k, or, where rho_i = 0 (k or more points tie with i), the number of points tied with i
+    n_x,i = the number of other points within rho_i of point i in X (within: <=), n_y,i in Y
+    I     = mean_i [ psi(k_i) + log n - log(n_x,i + 1) - log(n_y,i + 1) ]
+
+It is consistent for continuous, discrete and mixed laws alike. The interval comes from disjoint
+subsets of the pairs (:mod:`mitool.estimators.subsets`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from mitool import checks
+from mitool.estimators.base import Estimate, Estimator, EstimatorSettings
+from mitool.estimators.preparation import standardise
+from mitool.estimators.subsets import subset_estimate
+from mitool.settings import setting
+
+__all__ = ["MixedKSG", "mixed_ksg"]
+
+
+def mixed_ksg(x: np.ndarray, y: np.ndarray, k: int = 5) -> float:
+    """Gao et al.'s estimate of I(X; Y) in nats (see the module)."""
+    from scipy.spatial import cKDTree
+    from scipy.special import digamma
+
+    n = len(x)
+    checks.whole_number("k", k, 1, n - 1)
+    x, y = standardise(x)[0], standardise(y)[0]
+    joint = np.hstack([x, y])
+    tree = cKDTree(joint)
+    rho = tree.query(joint, k=k + 1, p=np.inf)[0][:, k]
+    tied = np.asarray(tree.query_ball_point(joint, np.zeros(n), p=np.inf, return_length=True)) - 1
+    own_k = np.where(rho == 0, tied, k)
+    count_x = np.asarray(cKDTree(x).query_ball_point(x, rho, p=np.inf, return_length=True)) - 1
+    count_y = np.asarray(cKDTree(y).query_ball_point(y, rho, p=np.inf, return_length=True)) - 1
+    return float(np.mean(digamma(own_k) + np.log(n) - np.log(count_x + 1) - np.log(count_y + 1)))
+
+
+@dataclass(frozen=True)
+class MixedKSGSettings(EstimatorSettings):
+    k: int = setting(5, "Neighbours.", partial(checks.whole_number, minimum=1))
+    subsets: int = setting(
+        10, "Disjoint subsets for the standard error.", partial(checks.whole_number, minimum=2)
+    )
+    level: float = setting(0.95, "Confidence level of the interval.", checks.fraction)
+
+
+class MixedKSG(Estimator):
+    name = "mixed-ksg"
+    summary = "Gao et al.'s k-NN estimator for discrete-continuous mixtures (data with ties or atoms)"
+    number = "an estimate, consistent for continuous, discrete and mixed data"
+    cases = frozenset({"continuous", "low-dimension", "discrete", "discrete-y", "ties"})
+    Settings = MixedKSGSettings
+    rank = 35
+
+    def minimum_pairs(self, dim_x: int, dim_y: int, dim_z: int = 0) -> int:
+        return max(20, self.settings.k + 2)
+
+    def _estimate(self, x, y, z, seed, progress) -> Estimate:
+        return subset_estimate(
+            self,
+            partial(mixed_ksg, k=self.settings.k),
+            x,
+            y,
+            self.settings.subsets,
+            seed,
+            self.settings.level,
+            progress=progress,
+            details={"k": self.settings.k},
+        )
+
+
+ESTIMATORS = [MixedKSG]

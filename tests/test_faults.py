@@ -1,0 +1,327 @@
+"""What a fault probe does to the commands: two writers on one folder, kills, full, read-only and
+looped disks, a rank that never comes, damaged checkpoints, leftovers of a killed write, and a
+Ctrl-C while the program starts. Real processes and real signals wherever the fault is one."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mitool.files import TEMPORARY_SUFFIX, atomic_write_text, remove_leftovers
+from mitool.locks import hold_folder, lock_path
+
+MITOOL = [sys.executable, "-m", "mitool.cli.main"]
+TOY = ["toy", "sweep", "--estimators", "infonce", "--negatives", "4", "--seeds", "1", "--mi", "2", "--quiet"]
+VISION = ["--arch", "small-cnn", "--dataset", "synthetic", "--synthetic-size", "32", "--image-size", "16",
+          "--batch-size", "8", "--epochs", "1", "--workers", "0", "--quiet"]  # fmt: skip
+COMMANDS = {
+    "toy sweep": [*TOY, "--steps-per-stage", "5"],
+    "benchmark": [
+        "benchmark",
+        "--suite",
+        "quick",
+        "--estimators",
+        "gaussian",
+        "--sizes",
+        "200",
+        "--seeds",
+        "1",
+        "--quiet",
+    ],  # fmt: skip
+    "vision pretrain": ["vision", "pretrain", *VISION],
+    "vision sweep": ["vision", "sweep", *VISION[:-1], "--method", "simclr"],
+}
+
+
+def _mitool(
+    *arguments: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "MITOOL_THREADS": "1", **(env or {})}
+    return subprocess.run(
+        [*MITOOL, *arguments], capture_output=True, text=True, timeout=timeout, env=environment
+    )
+
+
+def _one_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+@contextlib.contextmanager
+def _holder(out: Path):
+    """Another process holding the lock of ``out`` until the block ends (then killed with SIGKILL)."""
+    code = (
+        "import sys, time; from pathlib import Path; from mitool.locks import hold_folder\n"
+        "with hold_folder(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(120)"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "held"
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_second_writer_of_a_folder_is_refused_with_one_line_naming_the_owner(tmp_path, command) -> None:
+    out = tmp_path / "out"
+    with _holder(out) as holder:
+        result = _mitool(*COMMANDS[command], "--out", str(out))
+    assert result.returncode == 2
+    line = _one_line(result.stderr)
+    assert f"is being written by process {holder.pid} on " in line and str(out) in line
+    assert not (out / "config.json").exists() and not (out / "summary.csv").exists()
+
+
+def test_two_real_sweeps_on_one_folder_and_the_lock_of_a_killed_one_taken_over(tmp_path) -> None:
+    out = tmp_path / "out"
+    environment = {**os.environ, "MITOOL_THREADS": "1"}
+    command = [*MITOOL, *TOY, "--steps-per-stage", "100000", "--out", str(out)]
+    first = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=environment)
+    try:
+        for _ in range(600):
+            if lock_path(out).exists() and lock_path(out).read_text():
+                break
+            time.sleep(0.05)
+        second = _mitool(*TOY, "--steps-per-stage", "5", "--out", str(out))
+        assert second.returncode == 2 and f"process {first.pid}" in _one_line(second.stderr)
+    finally:
+        first.kill()
+        first.wait()
+    assert lock_path(out).exists()  # SIGKILL: no clean-up, the record stays
+    third = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=environment)
+    try:
+        note = third.stderr.readline()
+    finally:
+        third.kill()
+        third.wait()
+    assert f"took over the lock of {out} left by process {first.pid}" in note and "no longer running" in note
+
+
+def _state(pid: int) -> str | None:
+    """The process's state letter from /proc (Z: a zombie, as good as gone), None when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def test_run_processes_end_when_their_launcher_is_killed_with_sigkill(tmp_path) -> None:
+    """The runner's spawn (what ``vision sweep`` starts its runs with): a launcher killed with
+    SIGKILL takes its run processes with it."""
+    code = ("import sys, time; from mitool.runner import spawn\n"
+            "child = spawn([sys.executable, '-c', 'import time; time.sleep(120)'], open(sys.argv[1], 'w'))\n"
+            "print(child.pid, flush=True); time.sleep(120)")  # fmt: skip
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path / "log")], stdout=subprocess.PIPE, text=True
+    )
+    child = int(launcher.stdout.readline())
+    assert _state(child) not in (None, "Z")
+    launcher.send_signal(signal.SIGKILL)
+    launcher.wait()
+    for _ in range(100):
+        if _state(child) in (None, "Z"):
+            break
+        time.sleep(0.05)
+    assert _state(child) in (None, "Z")
+
+
+def _can_mount() -> bool:
+    return os.geteuid() == 0 and sys.platform.startswith("linux")
+
+
+@contextlib.contextmanager
+def _tmpfs(where: Path, options: str):
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(
+            f"cannot mount a tmpfs here ({mounted.stderr.decode().strip()}); the injected ENOSPC test runs"
+        )
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.mark.skipif(not _can_mount(), reason="mounting a small tmpfs needs root on Linux (CI runs as root)")
+def test_a_full_disk_is_one_line_exit_1(tmp_path) -> None:
+    with _tmpfs(tmp_path / "small", "size=96k") as small:
+        result = _mitool(*COMMANDS["toy sweep"], "--out", str(small / "out"))
+    assert result.returncode == 1
+    line = _one_line(result.stderr)
+    assert line.startswith("Error: cannot store results: ") and "No space left on device" in line
+    assert str(small / "out") in line
+
+
+@pytest.mark.skipif(
+    not _can_mount(), reason="mounting a read-only tmpfs needs root on Linux (CI runs as root)"
+)
+@pytest.mark.parametrize("command", ["toy sweep", "vision pretrain"])
+def test_a_read_only_folder_is_one_line_exit_1(tmp_path, command) -> None:
+    with _tmpfs(tmp_path / "ro", "size=1m,ro") as read_only:
+        result = _mitool(*COMMANDS[command], "--out", str(read_only / "out"))
+    assert result.returncode == 1
+    assert "Read-only file system" in _one_line(result.stderr) and str(read_only / "out") in result.stderr
+
+
+def test_a_symlink_loop_as_out_is_one_line_exit_1(tmp_path) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    result = _mitool(*COMMANDS["toy sweep"], "--out", str(loop))
+    assert result.returncode == 1
+    assert (
+        _one_line(result.stderr) == f"Error: cannot store results: {loop}: Too many levels of symbolic links"
+    )
+
+
+def test_an_injected_enospc_in_a_checkpoint_write_is_one_line_and_keeps_the_old_checkpoint(
+    tmp_path, monkeypatch
+) -> None:
+    from click.testing import CliRunner
+
+    from mitool.cli.main import main
+
+    out = tmp_path / "run"
+    first = CliRunner().invoke(main, ["vision", "pretrain", *VISION, "--epochs", "2", "--max-steps", "2",
+                                      "--out", str(out)])  # fmt: skip
+    assert first.exit_code == 0, first.output
+    before = (out / "checkpoint.pt").read_bytes()
+
+    def full(descriptor: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr("mitool.files.os.fsync", full)
+    result = CliRunner().invoke(
+        main, ["vision", "pretrain", *VISION, "--epochs", "2", "--resume", "--out", str(out)]
+    )
+    assert result.exit_code == 1, result.output
+    line = _one_line(result.output)
+    assert line.startswith(f"Error: cannot store results: {out}") and line.endswith("No space left on device")
+    assert (out / "checkpoint.pt").read_bytes() == before
+    assert not [path for path in out.rglob(f"*{TEMPORARY_SUFFIX}*")]
+
+
+def test_rank_zero_names_the_rank_it_waits_for_then_stops_at_the_deadline(tmp_path) -> None:
+    started = time.monotonic()
+    result = _mitool(*TOY, "--negatives", "4,16", "--steps-per-stage", "5", "--out", str(tmp_path / "out"),
+                     env={"RANK": "0", "WORLD_SIZE": "2", "MITOOL_RANK_TIMEOUT": "4"})  # fmt: skip
+    assert result.returncode == 1 and time.monotonic() - started < 120
+    assert "waiting for the other ranks' cells (rank 1: 1 cells)" in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: rank 1 has not started after") and "Traceback" not in result.stderr
+
+
+def test_resume_uses_the_previous_checkpoint_when_the_latest_is_missing_or_damaged(tmp_path) -> None:
+    from mitool.vision import checkpoint
+
+    path = str(tmp_path / "checkpoint.pt")
+    checkpoint.save(path, {"kind": "pretrain", "step": 10})
+    checkpoint.save(path, {"kind": "pretrain", "step": 20})
+    notes: list[str] = []
+    assert checkpoint.load_latest(path, "pretrain", "resume", notes.append)["step"] == 20 and not notes
+    Path(path).write_bytes(Path(path).read_bytes()[:100])  # damaged
+    assert checkpoint.load_latest(path, "pretrain", "resume", notes.append)["step"] == 10
+    os.unlink(path)
+    assert checkpoint.load_latest(path, "pretrain", "resume", notes.append)["step"] == 10
+    assert ["cannot be read" in notes[0], "is missing" in notes[1]] == [True, True]
+    assert "previous checkpoint" in notes[0] and "(step 10)" in notes[1]
+
+
+def test_leftovers_of_a_killed_write_are_removed_at_the_next_start_and_a_living_writers_kept(
+    tmp_path,
+) -> None:
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    pid = int(dead.stdout)
+    stale = [tmp_path / f".summary.csv.{pid}.ab12{TEMPORARY_SUFFIX}",
+             tmp_path / "cells" / f".x.json.{pid}.cd34{TEMPORARY_SUFFIX}.prev"]  # fmt: skip
+    living = tmp_path / f".other.csv.{os.getpid()}.ef56{TEMPORARY_SUFFIX}"
+    for path in (*stale, living):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("half")
+    atomic_write_text(tmp_path / "kept.txt", "whole")
+    notes: list[str] = []
+    with hold_folder(tmp_path, note=notes.append):
+        pass
+    assert [path.exists() for path in stale] == [False, False] and living.exists()
+    assert (tmp_path / "kept.txt").read_text() == "whole" and "removed 2 temporary file(s)" in notes[0]
+    assert remove_leftovers(tmp_path) == []
+
+
+def test_ctrl_c_while_the_program_starts_is_one_line_and_exit_130(tmp_path) -> None:
+    x = tmp_path / "x.npy"
+    np.save(x, np.random.default_rng(0).normal(size=(2000, 1)))
+    process = subprocess.Popen([*MITOOL, "estimate", str(x), str(x), "--estimator", "infonce"],
+                               stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    time.sleep(0.6)  # importing, reading, or training: an interrupt before anything is written
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130
+    line = [line for line in stderr.splitlines() if line.strip() and "estimate " not in line]
+    assert len(line) == 1 and "Traceback" not in stderr and "interrupted" in line[0], stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("a,b,c\n1,2,cat\n", "line 2, column 3: 'cat' is not a number"),
+        ("1,2,3\n4,dog,6\n", "line 2, column 2: 'dog' is not a number"),
+        ("x,1\n2,3\n", "line 1, column 1: 'x' is not a number"),
+        ("1,2\n3\n", "line 2 has 1 fields, the first data line 2"),
+    ],
+)
+def test_csv_errors_name_the_line_and_column_as_the_file_counts_them(tmp_path, content, message) -> None:
+    from mitool.cli.io import load_samples
+
+    path = tmp_path / "data.csv"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=message):
+        load_samples(path, "X")
+
+
+def test_a_csv_header_is_a_first_line_without_numbers(tmp_path) -> None:
+    from mitool.cli.io import load_samples
+
+    (tmp_path / "h.csv").write_text("x, y\n1,2\n3,4\n")
+    (tmp_path / "n.csv").write_text("1,2\n3,4\n")
+    assert load_samples(tmp_path / "h.csv", "X").tolist() == [[1, 2], [3, 4]]
+    assert load_samples(tmp_path / "n.csv", "X").tolist() == [[1, 2], [3, 4]]
+
+
+def test_a_npy_that_is_no_array_says_so(tmp_path) -> None:
+    (tmp_path / "x.npy").write_text("hello")
+    result = _mitool("estimate", str(tmp_path / "x.npy"), str(tmp_path / "x.npy"))
+    assert result.returncode == 2
+    assert (
+        _one_line(result.stderr)
+        == f"Error: X: {tmp_path / 'x.npy'} is not a numpy array file (no .npy header)"
+    )
+
+
+def test_the_json_value_has_one_name_in_json_and_python(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 1))
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", x + rng.normal(size=(400, 1)))
+    result = _mitool("estimate", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--json", "--quiet")
+    record = json.loads(result.stdout)
+    from mitool.estimate import estimate
+
+    value = estimate(x, np.load(tmp_path / "y.npy")).value
+    assert record["value"] == pytest.approx(value) and record["estimate"] == record["value"]
