@@ -41,7 +41,8 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from mitool.files import atomic_write_json  # noqa: E402
+from harness import write_json  # noqa: E402
+
 from mitool.runtime import set_threads_to_free_cores  # noqa: E402
 from mitool.vision.backbones import build_backbone  # noqa: E402
 from mitool.vision.config import PretrainConfig, resolve_defaults  # noqa: E402
@@ -196,7 +197,7 @@ def main() -> None:
     report: dict = {"settings": vars(arguments) | {"torch_threads": threads}}
     report["throughput_images_per_second"] = throughput(arguments, runs)
     if arguments.throughput_only:
-        atomic_write_json(arguments.out, report)
+        write_json(arguments.out, report)
         print(json.dumps(report["throughput_images_per_second"], indent=2))
         return
 
@@ -250,9 +251,9 @@ def main() -> None:
                 f"{100 * pretrained_top1:.2f}% (random init {100 * random_top1:.2f}%)",
                 file=sys.stderr,
             )
-            atomic_write_json(arguments.out, report)
+            write_json(arguments.out, report)
     report["total_minutes"] = round((time.time() - started) / 60, 1)
-    atomic_write_json(arguments.out, report)
+    write_json(arguments.out, report)
     print(json.dumps({key: report[key] for key in ("raw_pixels_top1", "runs")}, indent=2))
 
 

@@ -214,6 +214,21 @@ def environment(device: torch.device) -> dict[str, object]:
     return info
 
 
+def made_by() -> dict[str, str]:
+    """What made a result: the command as typed from the repository's root, and the versions with
+    the git revision (:func:`mitool.runner.versions`)."""
+    import shlex
+    import sys
+
+    from mitool.runner import versions
+
+    script = os.path.relpath(os.path.abspath(sys.argv[0]))
+    return {"command": shlex.join(["python", script, *sys.argv[1:]]), **versions()}
+
+
 def write_json(path: str, data: object) -> None:
-    """Write ``data`` as JSON atomically (:func:`mitool.files.atomic_write_text`)."""
+    """Write ``data`` as JSON atomically (:func:`mitool.files.atomic_write_text`); a dict gets
+    ``made_by`` (:func:`made_by`), so that every committed result says how to make it again."""
+    if isinstance(data, dict):
+        data = {**data, "made_by": made_by()}
     atomic_write_text(path, json.dumps(data, indent=1) + "\n")

@@ -16,10 +16,14 @@ import time
 
 import torch
 
-from mitool import baselines
-from mitool.files import atomic_write_text
-from mitool.runtime import set_threads_to_free_cores
-from mitool.tasks import dense_normal
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from harness import write_json  # noqa: E402
+
+from mitool import estimators  # noqa: E402
+from mitool.estimators.ksg import ksg  # noqa: E402
+from mitool.runtime import set_threads_to_free_cores  # noqa: E402
+from mitool.tasks import dense_normal  # noqa: E402
 
 
 def best_seconds(function, arguments: tuple, repeats: int) -> float:
@@ -51,14 +55,13 @@ def main(argv: list[str] | None = None) -> int:
             "threads": torch.get_num_threads(),
         }
         for method in ("tree", "all-pairs"):
-            row[f"seconds_{method}"] = best_seconds(baselines.ksg, (x, y, 5, method), args.repeats)
-        row["estimate"] = baselines.ksg(x, y, 5)
-        row["seconds_with_stderr"] = best_seconds(baselines.estimate_baseline, ("ksg", x, y), args.repeats)
+            row[f"seconds_{method}"] = best_seconds(ksg, (x, y, 5, method), args.repeats)
+        row["estimate"] = ksg(x, y, 5)
+        row["seconds_with_stderr"] = best_seconds(estimators.get("ksg").estimate, (x, y), args.repeats)
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.json:
-        record = {"rows": rows, "load_average": os.getloadavg(), "command": " ".join(sys.argv)}
-        atomic_write_text(args.json, json.dumps(record, indent=2) + "\n")
+        write_json(args.json, {"rows": rows, "load_average": os.getloadavg()})
     return 0
 
 

@@ -51,7 +51,7 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from mitool.files import atomic_write_json  # noqa: E402
+from harness import write_json  # noqa: E402
 
 METHODS = {
     "simclr": ("simclr", "infonce"),
@@ -344,7 +344,7 @@ def main() -> int:
                     flush=True,
                 )
             if arguments.json:
-                atomic_write_json(
+                write_json(
                     arguments.json, {"bench": "lightly_compare", "device": arguments.device, "runs": rows}
                 )
     _print_table(rows)

@@ -25,6 +25,8 @@ from mitool.runtime import set_threads_to_free_cores  # noqa: E402
 BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH)
 RESULTS = os.path.join(BENCH, "results")
+"""The committed results; ``make bench`` writes to :data:`OUTPUT` instead and says how to update them."""
+OUTPUT = os.path.join(ROOT, "runs", "bench")
 
 # name, script, arguments (the CPU sizes), seconds allowed, arguments for --quick
 PARTS: tuple[tuple[str, str, list[str], int, list[str]], ...] = (
@@ -149,6 +151,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--budget", type=float, default=570.0, help="seconds for everything (default 570)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a check that the scripts run)")
+    parser.add_argument(
+        "--results", default=OUTPUT,
+        help=f"folder of the JSON files (default {os.path.relpath(OUTPUT, ROOT)}; "
+        f"{os.path.relpath(RESULTS, ROOT)} holds the committed ones)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     names = [part[0] for part in PARTS]
     chosen = names if args.only is None else [name.strip() for name in args.only.split(",") if name.strip()]
@@ -161,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     threads = set_threads_to_free_cores()
     os.environ.setdefault("MITOOL_THREADS", str(threads))
-    results = os.path.join(RESULTS, "quick") if args.quick else RESULTS  # keep the real figures
+    results = os.path.join(args.results, "quick") if args.quick else args.results
     os.makedirs(results, exist_ok=True)
     start = time.perf_counter()
     outcomes = []
@@ -189,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
 
     where = os.path.relpath(results, ROOT)
     print(f"\nmake bench: {time.perf_counter() - start:.0f} s on {threads} thread(s); JSON in {where}/")
+    if os.path.abspath(results) != RESULTS:
+        print(f"(the committed figures are in {os.path.relpath(RESULTS, ROOT)}/; to update them: "
+              f"python bench/run_all.py --results {os.path.relpath(RESULTS, ROOT)})")  # fmt: skip
     for name, status, taken, lines in outcomes:
         print(f"{name:<10} {status:<24} {taken:6.0f} s")
         for line in lines:

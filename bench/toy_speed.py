@@ -27,7 +27,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mitool.files import atomic_write_json  # noqa: E402
+from harness import write_json  # noqa: E402
+
 from mitool.runtime import set_threads_to_free_cores  # noqa: E402
 from mitool.toy.batched import train_sequential, train_vectorised  # noqa: E402
 from mitool.toy.config import RunSpec, ToySettings  # noqa: E402
@@ -132,7 +133,7 @@ def main() -> None:
           f"{100 * figures['vectorised_gflops'] / peak:.0f}% of it, the loop "
           f"{100 * figures['loop_gflops'] / peak:.0f}%")  # fmt: skip
     if args.json is not None:
-        atomic_write_json(args.json, figures)
+        write_json(args.json, figures)
         print(f"wrote {args.json}")
 
 

@@ -57,8 +57,9 @@ def benchmark(
 
     Writes OUT/results.csv (task, family, dim_x, dim_y, true_mi, n, seed, estimator, estimate,
     ci_low, ci_high, seconds), OUT/summary.md (mean error per task and estimator, best marked; mean
-    absolute error; tasks of at most 2 nats within max(0.1 nats, 10%)) and per size the figures
-    estimates_n<N> (estimates with intervals against the truth) and heatmap_n<N> (estimate / truth).
+    absolute error; tasks of at most 2 nats within max(0.1 nats, 10%); the worst task; how often
+    the interval holds the truth; seconds per estimate; errors by family) and per size the figures
+    errors_n<N> (each task's error per estimator, a panel per family) and heatmap_n<N> (mean errors).
     Each (estimator, task, size) cell is saved under OUT/cells/ when done; the same command on the
     same OUT skips finished cells (Ctrl-C or SIGTERM says which are saved). Under `torchrun
     --nproc-per-node N` cell i goes to rank i mod N and rank 0 writes the results.

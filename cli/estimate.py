@@ -69,14 +69,16 @@ def estimate_command(
 ) -> None:  # fmt: skip
     """Estimate I(X; Y) in nats from paired samples: row i of X goes with row i of Y.
 
-    X and Y (and Z of --given) are .npy, .npz (one array) or .csv files (comma-separated, optional
-    header), one row per sample; discrete variables (class labels, counts) are found by --discrete.
-    A neural estimator trains a critic with its bound on a training split and reports the
-    bound on the held-out split; the interval says what it covers (for a neural estimator: the noise
-    of the held-out evaluation, not retraining, not the bound's own bias). InfoNCE-type estimates
-    cannot exceed log(K + 1) (K = held-out rows - 1, at most 1023; eqco: log(alpha + 1)): an estimate
-    at that ceiling is flagged, and for large MI smile or nwj are not capped. ksg and gaussian train
-    nothing; their interval comes from 10 disjoint subsets of the pairs.
+    X and Y (and Z of --given) are .npy, .npz (one array) or .csv files (comma-separated; the
+    first line is a header when none of its fields is a number), one row per sample. Discrete
+    variables (class labels, counts) are found by --discrete; the estimator is the one for the
+    kind of data (Defaults, below) unless --estimator names one, and the result's notes say what
+    was decided. A neural estimator trains critics on a training split and reports the bound on
+    the held-out split. The interval says what it covers: for the default neural estimate the
+    noise of the held-out evaluation and of training (the spread of its two critics); for the
+    k-NN, Gaussian and plug-in estimators the sampling noise of the pairs; never a bound's own
+    bias. InfoNCE-type estimates cannot exceed log(K + 1) (K = held-out rows - 1, at most 1023;
+    eqco: log(alpha + 1)): an estimate at that ceiling is flagged; smile and nwj are not capped.
     """
     from mitool.cli.common import EstimateProgress
     from mitool.cli.io import load_samples

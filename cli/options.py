@@ -62,14 +62,19 @@ def value_text(value: object) -> str:
 
 
 def _default_text(defaults: dict[str, object]) -> str:
-    """ "[default: 5]" when the owners agree, "[ksg 5, mixed-ksg 3]" when they do not."""
+    """ "[default: 5]" when the owners agree, "[ksg 5, ross 3]" when they do not, and "[2000;
+    classifier 3000]" when most agree (three or more)."""
     shown = {owner: value for owner, value in defaults.items() if value is not None}
     if not shown:
         return ""
-    values = {value_text(value) for value in shown.values()}
-    if len(values) == 1 and len(shown) == len(defaults):
-        return f"[default: {values.pop()}]"
-    return "[" + ", ".join(f"{owner} {value_text(value)}" for owner, value in shown.items()) + "]"
+    texts = {owner: value_text(value) for owner, value in shown.items()}
+    if len(set(texts.values())) == 1 and len(shown) == len(defaults):
+        return f"[default: {next(iter(texts.values()))}]"
+    common = max(set(texts.values()), key=list(texts.values()).count)
+    if list(texts.values()).count(common) < 3:
+        return "[" + ", ".join(f"{owner} {text}" for owner, text in texts.items()) + "]"
+    others = [f"{owner} {text}" for owner, text in texts.items() if text != common]
+    return f"[{common}; " + ", ".join(others) + "]"
 
 
 def _default(field: dataclasses.Field) -> object:

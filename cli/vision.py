@@ -169,7 +169,9 @@ def knn(as_json: bool, quiet: bool, device: str, **options) -> None:
         click.echo(json.dumps(result))
         return
     accuracy = f"top-1 {100 * result['knn_top1']:.2f}%  top-5 {100 * result['knn_top5']:.2f}%"
-    smoke = "; a smoke test only: the synthetic images are easy" if result["dataset"] == "synthetic" else ""
+    from mitool.vision.choices import smoke_test_note
+
+    smoke = f"; {smoke_test_note(result['dataset'])}" if smoke_test_note(result["dataset"]) else ""
     click.echo(
         f"kNN (k={result['k']}, t={result['temperature']:g}) {accuracy}  ({result['query_size']} test "
         "images, "

@@ -89,7 +89,7 @@ def test_results_resume_and_summary(tmp_path: Path) -> None:
     assert "| normal-dense-2x2 | 0.294 |" in summary and "**" in summary
     assert "| mean absolute error (nats) | |" in summary and "tasks <= 2 nats within target" in summary
     written = benchmark_figures.redraw(tmp_path, "svg")
-    assert {path.name for path in written} == {"summary.md", "estimates_n300.svg", "heatmap_n300.svg"}
+    assert {path.name for path in written} == {"summary.md", "errors_n300.svg", "heatmap_n300.svg"}
 
 
 def test_other_settings_on_the_same_out_are_refused_by_name(tmp_path: Path) -> None:

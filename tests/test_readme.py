@@ -70,3 +70,71 @@ def test_the_readme_estimate_example_reproduces(tmp_path, monkeypatch):
     assert re.sub(number, "#", got) == re.sub(number, "#", want), (got, want)
     got_value, want_value = (float(re.search(r"= (-?\d+\.\d+)", text).group(1)) for text in (got, want))
     assert abs(got_value - want_value) < 0.02, (got, want)
+
+
+def defaults_table() -> list[str]:
+    """The README's table of defaults, from mitool.estimators.DEFAULTS."""
+    from mitool import estimators
+
+    rows = []
+    for case, default in estimators.DEFAULTS.items():
+        settings = (
+            ", ".join(f"{key}={value}" for key, value in default.settings.items()) or "its own defaults"
+        )
+        rows.append(f"| {estimators.CASES[case]} | `{default.name}` | {settings} |")
+    within = "the estimator for X and Y within each group of Z, weighted by the groups' shares"
+    rows.append(f"| {estimators.CASES['conditional-discrete-z']} | {within} | |")
+    return [row.replace("Y | Z", "Y \\| Z") for row in rows]
+
+
+def estimators_table() -> list[str]:
+    """The README's table of estimators, from the registry."""
+    from mitool import estimators
+
+    classes = {name: estimators.estimator_class(name) for name in estimators.names()}
+    rows = [f"| `{name}` | {kind.summary} | {kind.number} |" for name, kind in classes.items()]
+    return [row.replace("Y | Z", "Y \\| Z") for row in rows]
+
+
+def _table_after(marker: str) -> list[str]:
+    lines = README.read_text().splitlines()
+    start = next(index for index, line in enumerate(lines) if marker in line) + 3
+    end = next(index for index in range(start, len(lines)) if not lines[index].startswith("|"))
+    return lines[start:end]
+
+
+def test_the_readme_tables_of_defaults_and_estimators_are_the_codes():
+    assert _table_after("<!-- defaults:") == defaults_table()
+    assert _table_after("<!-- estimators:") == estimators_table()
+
+
+def readme_commands() -> list[list[str]]:
+    """The `$ mitool ...` commands of the README's code blocks (continued lines joined)."""
+    import shlex
+
+    text = README.read_text().replace("\\\n", " ")
+    return [
+        shlex.split(line[len("$ mitool ") :]) for line in text.splitlines() if line.startswith("$ mitool ")
+    ]
+
+
+def test_every_readme_command_runs_as_shown(tmp_path, monkeypatch):
+    """Each `mitool` command of the README, with its defaults (a sweep without --workers, say), in
+    the order shown, in one folder (the estimate example's files made as the README makes them).
+    The bmi benchmark of 200 estimates runs on one of its tasks and seeds (the rest is a bench run)."""
+    import subprocess
+    import sys
+
+    monkeypatch.chdir(tmp_path)
+    python = (
+        re.search(r'^\$ python -c "(.*?)"\n', README.read_text(), re.M | re.S).group(1).replace("\\\n", "")
+    )
+    subprocess.run([sys.executable, "-c", python], check=True)
+    commands = readme_commands()
+    assert {command[0] for command in commands} >= {"estimate", "benchmark", "toy", "vision"}
+    for command in commands:
+        if "--suite" in command and command[command.index("--suite") + 1] == "bmi":
+            command = [*command, "--tasks", "1v1-normal-0.75", "--seeds", "1"]
+        result = subprocess.run([sys.executable, "-m", "mitool.cli.main", *command], capture_output=True,
+                                text=True, timeout=600)  # fmt: skip
+        assert result.returncode == 0, (command, result.stderr[-2000:])

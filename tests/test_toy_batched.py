@@ -113,3 +113,32 @@ def test_summary_statistics_against_plain_numpy() -> None:
     assert float(second[13]) == pytest.approx(np.std(biases, ddof=1), rel=1e-5)
     one_seed = summarize(records[:1], settings)
     assert one_seed[0][13:] == ["nan", "nan", "nan"]
+
+
+def test_a_cell_stopped_in_its_third_stage_goes_on_from_the_second_exactly(tmp_path) -> None:
+    """Stopped mid-stage (after a divergence dropped runs), a cell given its stage file goes on from
+    the last finished stage and ends with the records of a run straight through."""
+    changes = {"mi_values": (1.0, 2.0, 3.0), "steps_per_stage": 60, "divergence_threshold": 1.0}
+    settings = ToySettings(**{**TINY.as_dict(), **changes})
+    specs = [
+        RunSpec(name, "separable", 5, seed) for name in ("infonce", "nwj", "mine", "dv") for seed in (0, 1)
+    ]
+    straight = train_vectorised(specs, settings)
+    dropped = [record.diverged_step for record in straight if record.diverged_step is not None]
+    assert (
+        min(dropped) < 2 * settings.steps_per_stage < max(dropped)
+    )  # runs dropped before and after the stop
+    stages = tmp_path / "stage.pt"
+
+    def stop_in_the_second_stage(step: int, estimate: float) -> None:
+        if step > 2 * settings.steps_per_stage:  # progress comes every 50 steps: at step 150, stage 3
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_vectorised(specs, settings, progress=stop_in_the_second_stage, check_every=1, stages=stages)
+    assert stages.is_file()
+    resumed = train_vectorised(specs, settings, stages=stages)
+    for again, whole in zip(resumed, straight, strict=True):
+        assert again.diverged_step == whole.diverged_step
+        np.testing.assert_array_equal(again.estimates, whole.estimates)
+        np.testing.assert_array_equal(again.grad_norms, whole.grad_norms)

@@ -29,9 +29,11 @@ stopped at that step; its record keeps the step and the last finite estimate.
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -39,6 +41,7 @@ from torch import Tensor, nn
 from torch.func import vmap
 
 from mitool import bounds, critics, tasks
+from mitool.files import atomic_write_bytes
 from mitool.stacked import StackedCritics
 from mitool.toy.config import RunSpec, ToySettings
 
@@ -279,17 +282,58 @@ class _Group:
             self._make_subgroups()
 
 
+def _save_stage(
+    path: Path, group: _Group, step: int, last_check: int, estimates: Tensor, grad_norms: Tensor
+) -> None:
+    """Everything :func:`train_vectorised` needs to go on from ``step``, written atomically."""
+    state = {
+        "step": step, "last_check": last_check, "alive": list(group.alive),
+        "weights": {name: value.detach().cpu() for name, value in group.stack.named_parameters().items()},
+        "optimiser": group.optimiser.state_dict(), "generators": [g.get_state() for g in group.generators],
+        "log_averages": group.log_averages.cpu(), "estimates": estimates.cpu(),
+        "grad_norms": grad_norms.cpu(),
+    }  # fmt: skip
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def _restored_stage(path: Path, group: _Group, estimates: Tensor, grad_norms: Tensor) -> tuple[int, int]:
+    """The group put back as :func:`_save_stage` left it; (first step, last checked step), (0, 0)
+    when there is no saved stage (or only an unreadable one: the cell starts afresh)."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (FileNotFoundError, RuntimeError, EOFError, ValueError, OSError):
+        return 0, 0
+    gone = {row for row, position in enumerate(group.alive) if position not in state["alive"]}
+    if gone:
+        group.drop(gone)
+    with torch.no_grad():
+        for name, value in group.stack.named_parameters().items():
+            value.copy_(state["weights"][name])
+    group.optimiser.load_state_dict(state["optimiser"])
+    for generator, saved in zip(group.generators, state["generators"], strict=True):
+        generator.set_state(saved)
+    group.log_averages.copy_(state["log_averages"])
+    estimates.copy_(state["estimates"])
+    grad_norms.copy_(state["grad_norms"])
+    return state["step"], state["last_check"]
+
+
 def train_vectorised(
     specs: Sequence[RunSpec],
     settings: ToySettings,
     progress: ProgressCallback | None = None,
     check_every: int | None = None,
+    stages: Path | None = None,
 ) -> list[RunRecord]:
     """Train runs that share a critic and a pool size (see :func:`group_key`) as one batched model.
 
     Returns one :class:`RunRecord` per spec, in order. ``check_every`` steps (default: every step
     on CPU, every 50 on other devices, where reading the estimates waits for the device) the
-    estimates are checked for divergence and diverged runs leave the batched model.
+    estimates are checked for divergence and diverged runs leave the batched model. With
+    ``stages`` (a file), the state at the end of each stage but the last is saved there, and a run
+    that finds the file continues from that stage: the same records as one run straight through.
     """
     specs = list(specs)
     if not specs:
@@ -305,8 +349,8 @@ def train_vectorised(
     estimates = torch.full(shape, float("nan"), dtype=torch.float64, device=group.device)
     grad_norms = torch.full(shape, float("nan"), dtype=torch.float64, device=group.device)
     start = time.perf_counter()
-    last_check = 0
-    for step in range(settings.total_steps):
+    first, last_check = _restored_stage(stages, group, estimates, grad_norms) if stages else (0, 0)
+    for step in range(first, settings.total_steps):
         x, y, marginal = group.draw(stage_tasks[step // settings.steps_per_stage], settings.batch_size, pool)
         loss, mi = group.losses(*group.stack.scores(x, y, marginal))
         group.optimiser.zero_grad(set_to_none=True)
@@ -316,8 +360,8 @@ def train_vectorised(
         # Runs are independent rows: a diverged run's NaN gradient touches only its own weights,
         # so the step is taken for all rows and diverged runs leave the model afterwards.
         group.optimiser.step()
-        if progress is not None and step % 50 == 0:
-            progress(step + 1, float(mi.mean()))
+        if progress is not None and (step + 1) % 50 == 0:  # the mean of the last 50 steps' estimates
+            progress(step + 1, float(estimates[group.alive_index, step - 49 : step + 1].nanmean()))
         if (step + 1) % check_every == 0 or step + 1 == settings.total_steps:
             window = estimates[group.alive_index, last_check : step + 1]
             last_check = step + 1
@@ -326,6 +370,8 @@ def train_vectorised(
                 group.drop({int(row) for row in torch.nonzero(bad).flatten()})
                 if not group.alive:
                     break
+        if stages and (step + 1) % settings.steps_per_stage == 0 and step + 1 < settings.total_steps:
+            _save_stage(stages, group, step + 1, last_check, estimates, grad_norms)
     seconds = time.perf_counter() - start
     return [
         _finish(RunRecord(spec, row_estimates, row_norms, seconds=seconds), settings.divergence_threshold)

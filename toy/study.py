@@ -5,7 +5,9 @@ trained together as one batched model (:func:`mitool.toy.batched.train_vectorise
 
 * ``curves.csv``: run, estimator, critic, negatives, alpha, seed, step, true_mi, estimate;
 * ``summary.csv``: one row per (estimator, critic, negatives, alpha, true_mi), see :func:`summarize`;
-* ``done.json``: written last; a cell is finished exactly when it exists.
+* ``done.json``: written last; a cell is finished exactly when it exists;
+* ``stage.pt`` while it trains: its state at the end of the last finished stage, from which a
+  stopped cell goes on (the same results as straight through), removed when the cell is done.
 
 A sweep is a list of cells under ``OUT/cells/<critic>-K<negatives>/``; run again on the same OUT it
 skips finished cells. Under ``torchrun`` (RANK and WORLD_SIZE in the environment) cell number i
@@ -255,14 +257,16 @@ def run_cell(
     into ``directory``."""
     from mitool.toy.batched import train_vectorised
 
-    records = train_vectorised(specs, settings, progress=progress)
+    directory.mkdir(parents=True, exist_ok=True)
+    stages = directory / STAGE_FILE
+    records = train_vectorised(specs, settings, progress=progress, stages=stages)
     for record in records:
         if record.diverged_step is not None and log is not None:
             log(record.divergence_message())
-    directory.mkdir(parents=True, exist_ok=True)
     write_csv(directory / "curves.csv", CURVE_COLUMNS, curve_rows(records, settings))
     write_csv(directory / "summary.csv", SUMMARY_COLUMNS, summarize(records, settings))
     if not mark_done:
+        stages.unlink(missing_ok=True)
         return records
     atomic_write_json(
         directory / "done.json",
@@ -276,7 +280,13 @@ def run_cell(
             ],
         },
     )
+    stages.unlink(missing_ok=True)
     return records
+
+
+STAGE_FILE = "stage.pt"
+"""A cell's state at the end of its last finished stage (removed when the cell is done): a cell
+that was stopped goes on from there."""
 
 
 def study_config(kind: str, grid: Grid, settings: ToySettings) -> dict:

@@ -8,11 +8,12 @@ method, the loss with its options, the negatives and the batch, from the run's c
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
 from mitool import checks
-from mitool.figures import FORMATS, pyplot, save
+from mitool.figures import FORMATS, PAGE_WIDTH, paper_style, save
 from mitool.vision.config import PretrainConfig
 from mitool.vision.methods import method_class
 from mitool.vision.records import read_config, read_evaluations, read_records
@@ -60,14 +61,21 @@ def _output_path(out: str, path: str | None, file_format: str | None) -> tuple[s
 def plot_run(out: str, path: str | None = None, file_format: str | None = None) -> str:
     """Draw the four panels into ``path`` (default OUT/curves.<format>), written atomically, in
     ``file_format`` (png, pdf or svg; default: the path's extension, else png); returns the path."""
-    plt = pyplot()
     records = read_records(out)
     evaluations = read_evaluations(out)
     if not records and not evaluations:
         raise ValueError(f"{out}/metrics.jsonl holds no records yet")
     path, chosen = _output_path(out, path, file_format)
-    figure, axes = plt.subplots(1, len(PANELS), figsize=(4 * len(PANELS), 3.4))
-    for axis, (key, label) in zip(axes, PANELS, strict=True):
+    with paper_style() as plt:
+        figure, axes = plt.subplots(2, math.ceil(len(PANELS) / 2), figsize=(PAGE_WIDTH, 4.6), squeeze=False)
+        _draw_panels(axes.flat, records, evaluations)
+        figure.suptitle(title_of(read_config(out)))
+        figure.tight_layout()
+    return str(save(figure, path, chosen))
+
+
+def _draw_panels(axes: Any, records: list[dict[str, Any]], evaluations: list[dict[str, Any]]) -> None:
+    for axis, (key, label) in zip(axes, PANELS, strict=False):
         if key == "accuracy":
             _accuracy_panel(axis, records, evaluations)
         else:
@@ -80,9 +88,6 @@ def plot_run(out: str, path: str | None = None, file_format: str | None = None) 
         axis.set_title(label)
         axis.set_xlabel("step")
         axis.grid(alpha=0.3)
-    figure.suptitle(title_of(read_config(out)), fontsize=10)
-    figure.tight_layout()
-    return str(save(figure, path, chosen, dpi=100))
 
 
 def _accuracy_panel(axis: Any, records: list[dict[str, Any]], evaluations: list[dict[str, Any]]) -> None:
@@ -92,14 +97,14 @@ def _accuracy_panel(axis: Any, records: list[dict[str, Any]], evaluations: list[
         ("vision knn", "s", [(e["step"], e["knn_top1"]) for e in evaluations if e.get("kind") == "knn"]),
         ("vision linear", "^", [(e["step"], e["top1"]) for e in evaluations if e.get("kind") == "linear"]),
     )
-    drawn = False
+    drawn = [value for _, _, points in sources for _, value in points]
     for name, style, points in sources:
         if points:
             steps, values = zip(*sorted(points), strict=True)
-            axis.plot(steps, values, style, label=name, markersize=5)
-            drawn = True
-    if drawn:
-        axis.legend(fontsize=8)
+            axis.plot(steps, values, style, label=name, markersize=4)
+    if drawn:  # the axis within the accuracies' range: never beyond 0 or 1
+        axis.set_ylim(max(0.0, min(drawn) - 0.05), min(1.0, max(drawn) + 0.05))
+        axis.legend()
     else:
         axis.text(
             0.5, 0.5, "no kNN yet: --knn-every N,\nor mitool vision knn", ha="center", va="center",

@@ -5,10 +5,9 @@
   error over all tasks and seeds, how many tasks of at most 2 nats it gets within the target
   (max(0.1 nats, 10% of the truth), by its mean over seeds), how many estimates ran away, and the
   wall time.
-* :func:`figure_estimates`: one panel per task: each estimator's estimates (one point per seed, with
-  its confidence interval) against the true MI (dashed line).
-* :func:`figure_heatmap`: tasks x estimators, colour and number the mean estimate over the true MI,
-  as the "Beyond Normal" benchmark draws it (1 is right; below 1 an underestimate).
+* :func:`figure_errors`: one panel per family, at a paper page's width: each task's mean error
+  and the seeds' range per estimator, the truth at 0 and the target's band;
+* :func:`figure_heatmap`: tasks x estimators, colour and number the mean error (nats).
 """
 
 from __future__ import annotations
@@ -24,12 +23,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from mitool.figures import save  # noqa: E402
+from mitool.figures import PAGE_WIDTH, paper_style, save  # noqa: E402
 from mitool.files import atomic_write_text, read_csv  # noqa: E402
 
 __all__ = [
     "TARGET_MAX_MI",
-    "figure_estimates",
+    "figure_errors",
     "figure_heatmap",
     "redraw",
     "summary_markdown",
@@ -59,6 +58,7 @@ class _Table:
     def __init__(self, rows: Sequence[dict[str, str]]) -> None:
         self.estimates: dict[tuple[str, str], list[tuple[float, float, float]]] = defaultdict(list)
         self.truth: dict[str, float] = {}
+        self.family: dict[str, str] = {}
         self.seconds: dict[str, float] = defaultdict(float)
         self.tasks: list[str] = []
         self.estimators: list[str] = []
@@ -67,6 +67,7 @@ class _Table:
             self.tasks += [task] if task not in self.tasks else []
             self.estimators += [estimator] if estimator not in self.estimators else []
             self.truth[task] = float(row["true_mi"])
+            self.family[task] = row.get("family", "") or "tasks"
             point = (_float(row["estimate"]), _float(row["ci_low"]), _float(row["ci_high"]))
             self.estimates[task, estimator].append(point)
             self.seconds[estimator] += _float(row["seconds"])
@@ -83,6 +84,42 @@ class _Table:
         errors = [
             abs(p[0] - self.truth[t]) for t in self.tasks for p in self.estimates.get((t, estimator), [])
         ]
+        return float(np.mean(errors)) if errors else math.nan
+
+    def families(self) -> dict[str, list[str]]:
+        """The tasks of each family, in the table's order."""
+        grouped: dict[str, list[str]] = defaultdict(list)
+        for task in self.tasks:
+            grouped[self.family[task]].append(task)
+        return dict(grouped)
+
+    def worst(self, estimator: str) -> tuple[str, float]:
+        """The task with the largest |mean error| and that error."""
+        errors = {t: self.mean(t, estimator) - self.truth[t] for t in self.tasks}
+        finite = {t: e for t, e in errors.items() if not math.isnan(e)}
+        task = max(finite, key=lambda t: abs(finite[t])) if finite else ""
+        return task, finite.get(task, math.nan)
+
+    def coverage(self, estimator: str) -> tuple[int, int]:
+        """(estimates whose interval holds the truth, estimates with an interval) over the tasks of
+        at most 2 nats that the estimator gets within the target (an interval says nothing of a
+        bias it does not claim to cover)."""
+        inside = total = 0
+        for task in self.tasks:
+            if self.truth[task] > TARGET_MAX_MI or not within_target(
+                self.mean(task, estimator), self.truth[task]
+            ):
+                continue
+            for _, low, high in self.estimates.get((task, estimator), []):
+                if not (math.isnan(low) or math.isnan(high)):
+                    total += 1
+                    inside += low <= self.truth[task] <= high
+        return inside, total
+
+    def family_error(self, family: str, estimator: str) -> float:
+        """Mean absolute error over the family's tasks and seeds."""
+        errors = [abs(p[0] - self.truth[t]) for t in self.families()[family]
+                  for p in self.estimates.get((t, estimator), [])]  # fmt: skip
         return float(np.mean(errors)) if errors else math.nan
 
     def targets(self, estimator: str) -> tuple[int, int]:
@@ -118,16 +155,32 @@ def _size_section(n: int, table: _Table, seeds: int) -> list[str]:
         best = min(finite, key=finite.get) if finite else None
         cells = [_error_cell(table, task, e, best) for e in table.estimators]
         lines.append(f"| {task} | {table.truth[task]:.3f} | " + " | ".join(cells) + " |")
+    count = {e: sum(len(table.estimates.get((t, e), [])) for t in table.tasks) for e in table.estimators}
     footer = {
         "mean absolute error (nats)": [f"{table.mean_absolute_error(e):.3f}" for e in table.estimators],
         f"tasks <= {TARGET_MAX_MI:g} nats within target": [
             "{}/{}".format(*table.targets(e)) for e in table.estimators
         ],
+        "worst task (mean error)": ["{} ({:+.3f})".format(*table.worst(e)) for e in table.estimators],
+        "truth inside the interval (tasks within target)": [
+            _share(*table.coverage(e)) for e in table.estimators
+        ],
         "estimates that ran away": [str(table.runaways(e)) for e in table.estimators],
+        "seconds per estimate": [f"{table.seconds[e] / max(count[e], 1):.2f}" for e in table.estimators],
         "wall time (s, all tasks and seeds)": [f"{table.seconds[e]:.0f}" for e in table.estimators],
     }
     lines += [f"| {label} | | " + " | ".join(values) + " |" for label, values in footer.items()]
+    lines += ["", "Mean absolute error by family (nats):", "",
+              "| family | tasks | " + " | ".join(table.estimators) + " |",
+              "| --- | ---: | " + " | ".join("---:" for _ in table.estimators) + " |"]  # fmt: skip
+    for family, tasks in table.families().items():
+        errors = " | ".join(f"{table.family_error(family, e):.3f}" for e in table.estimators)
+        lines.append(f"| {family} | {len(tasks)} | {errors} |")
     return lines + [""]
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part}/{whole} ({100 * part / whole:.0f}%)" if whole else "-"
 
 
 def summary_markdown(rows: Sequence[dict[str, str]]) -> str:
@@ -147,45 +200,103 @@ def summary_markdown(rows: Sequence[dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def figure_estimates(table: _Table, n: int) -> plt.Figure:
-    """One panel per task: every seed's estimate with its interval, per estimator, and the truth."""
-    columns = min(6, len(table.tasks))
-    rows = math.ceil(len(table.tasks) / columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(2.9 * columns, 2.3 * rows), squeeze=False)
-    positions = np.arange(len(table.estimators))
-    for axis, task in zip(axes.flat, table.tasks, strict=False):
-        for position, estimator in zip(positions, table.estimators, strict=True):
-            points = np.array(table.estimates.get((task, estimator), []), dtype=float).reshape(-1, 3)
-            offsets = position + np.linspace(-0.25, 0.25, len(points)) if len(points) > 1 else [position]
-            error = np.abs(points[:, 1:] - points[:, :1]).T
-            style = {"fmt": "o", "markersize": 2.5, "color": f"C{position % 10}", "elinewidth": 0.8}
-            axis.errorbar(offsets, points[:, 0], yerr=error, **style)
-        axis.axhline(table.truth[task], color="black", linestyle="--", linewidth=1)
-        axis.set_title(f"{task}\nI = {table.truth[task]:.3f}", fontsize=7)
-        axis.set_xticks(positions, table.estimators, rotation=60, ha="right", fontsize=6)
-        axis.tick_params(axis="y", labelsize=6)
-    for axis in list(axes.flat)[len(table.tasks) :]:
-        axis.set_visible(False)
-    figure.suptitle(f"MI estimates against the truth (dashed), n = {n} pairs", fontsize=10)
-    figure.tight_layout()
-    caption = "Points: one estimate per seed with its confidence interval; dashed: the true MI (nats)."
-    figure.text(0.01, -0.005, caption, fontsize=7, color="0.25")
+def short_labels(names: Sequence[str]) -> list[str]:
+    """The names without the words at the start and at the end that they all share (a family's
+    tasks differ in their middle: "spiral-multinormal-sparse-3-3-2-2.0" -> "multinormal-sparse-3-3")."""
+    words = [name.split("-") for name in names]
+    if len(words) < 2:
+        return list(names)
+    start = 0
+    while all(len(w) > start + 1 and w[start] == words[0][start] for w in words):
+        start += 1
+    end = 0
+    while all(len(w) > start + end + 1 and w[-1 - end] == words[0][-1 - end] for w in words):
+        end += 1
+    return ["-".join(w[start : len(w) - end]) for w in words]
+
+
+def figure_errors(table: _Table, n: int) -> plt.Figure:
+    """One panel per family, at a page's width (two columns; fonts of 8 pt): each task's mean error
+    over the seeds (estimate minus truth, nats; the bar spans the seeds' lowest to highest), one
+    marker per estimator (hollow at the edge when beyond the axis); the truth is the vertical line
+    at 0, the grey band the target max(0.1, 10%) of each task."""
+    families = table.families()
+    heights = [len(tasks) for tasks in families.values()]
+    means = [table.mean(t, e) - table.truth[t] for t in table.tasks for e in table.estimators]
+    means = [value for value in means if not math.isnan(value)]
+    limits = (max(min([*means, -0.12]), -_REACH) - 0.03, min(max([*means, 0.12]), _REACH) + 0.03)
+    with paper_style() as plot:
+        figure, axes = plot.subplots(
+            len(families), 1, sharex=True,
+            figsize=(PAGE_WIDTH, 1.0 + 0.5 * len(families) + 0.16 * sum(heights)),
+            gridspec_kw={"height_ratios": [h + 1.2 for h in heights]}, squeeze=False,
+        )  # fmt: skip
+        for axis, (family, tasks) in zip(axes[:, 0], families.items(), strict=True):
+            _family_panel(axis, table, family, tasks, limits)
+        handles = [
+            plot.Line2D([], [], marker=_MARKERS[k % len(_MARKERS)], color=f"C{k}", linestyle="", label=e)
+            for k, e in enumerate(table.estimators)
+        ]
+        axes[0, 0].legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.35), ncol=3, frameon=False,
+                          borderaxespad=0, handletextpad=0.2, columnspacing=0.8)  # fmt: skip
+        axes[-1, 0].set_xlabel(f"estimate − true MI (nats), n = {n}")
+        axes[-1, 0].set_xlim(*limits)
+        figure.tight_layout(h_pad=0.4)
     return figure
 
 
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+_REACH = 0.6
+"""The error axis ends at the means' range, at most +-0.6 nats; a mean beyond is drawn hollow at the edge."""
+
+
+def _family_panel(axis, table: _Table, family: str, tasks: list[str], limits: tuple[float, float]) -> None:
+    rows = np.arange(len(tasks))
+    for row, task in zip(rows, tasks, strict=True):
+        tolerance = max(0.1, 0.1 * table.truth[task])
+        axis.fill_betweenx([row - 0.45, row + 0.45], -tolerance, tolerance, color="0.88", linewidth=0)
+    axis.axvline(0.0, color="black", linewidth=0.8)
+    spread = 0.5 / max(len(table.estimators), 1)
+    for k, estimator in enumerate(table.estimators):
+        for row, task in zip(rows, tasks, strict=True):
+            values = [p[0] - table.truth[task] for p in table.estimates.get((task, estimator), [])]
+            values = [v for v in values if not math.isnan(v)]
+            if not values:
+                continue
+            y = row + (k - (len(table.estimators) - 1) / 2) * spread
+            clipped = np.clip(values, *limits)
+            axis.plot([clipped.min(), clipped.max()], [y, y], color=f"C{k}", linewidth=0.8)
+            mean = float(np.mean(values))
+            inside = limits[0] <= mean <= limits[1]
+            style = {"marker": _MARKERS[k % len(_MARKERS)], "markersize": 3.5, "linestyle": ""}
+            face = f"C{k}" if inside else "white"
+            axis.plot(np.clip(mean, *limits), y, color=f"C{k}", markerfacecolor=face, **style)
+    labels = [f"{label} ({table.truth[t]:.2f})" for label, t in zip(short_labels(tasks), tasks, strict=True)]
+    axis.set_yticks(rows, labels)
+    axis.set_ylim(len(tasks) - 0.5, -0.5)
+    axis.set_title(family, loc="left", pad=2)
+    axis.tick_params(axis="y", length=0)
+
+
 def figure_heatmap(table: _Table, n: int) -> plt.Figure:
-    """Tasks x estimators: mean estimate / true MI, coloured from 0 (blue) through 1 (white) to 2 (red)."""
-    ratio = np.array([[table.mean(t, e) / table.truth[t] for e in table.estimators] for t in table.tasks])
-    figure, axis = plt.subplots(figsize=(2.4 + 0.75 * len(table.estimators), 1.0 + 0.26 * len(table.tasks)))
-    image = axis.imshow(np.clip(ratio, 0, 2), cmap="RdBu_r", vmin=0, vmax=2, aspect="auto")
-    for (row, column), value in np.ndenumerate(ratio):
-        text = "n/a" if math.isnan(value) else f"{value:.2f}"
-        axis.text(column, row, text, ha="center", va="center", fontsize=6)
-    axis.set_xticks(range(len(table.estimators)), table.estimators, rotation=45, ha="right", fontsize=7)
-    labels = [f"{t} ({table.truth[t]:.2f})" for t in table.tasks]
-    axis.set_yticks(range(len(table.tasks)), labels, fontsize=6)
-    figure.colorbar(image, ax=axis, fraction=0.04, label="mean estimate / true MI")
-    axis.set_title(f"Mean estimate over true MI (true MI in brackets), n = {n}", fontsize=9)
+    """Tasks x estimators (fonts of 8 pt, at most a page's width): each cell the mean error over the
+    seeds (nats), coloured from -0.5 (blue, under) through 0 (white, the truth) to +0.5 (red,
+    over); a cell outside the target max(0.1, 10%) is marked with a dot after its number."""
+    error = np.array([[table.mean(t, e) - table.truth[t] for e in table.estimators] for t in table.tasks])
+    with paper_style() as plot:
+        width = min(PAGE_WIDTH, 2.8 + 0.7 * len(table.estimators))
+        figure, axis = plot.subplots(figsize=(width, 0.9 + 0.17 * len(table.tasks)))
+        image = axis.imshow(np.clip(error, -0.5, 0.5), cmap="RdBu_r", vmin=-0.5, vmax=0.5, aspect="auto")
+        for (row, column), value in np.ndenumerate(error):
+            task = table.tasks[row]
+            missed = not math.isnan(value) and not within_target(value + table.truth[task], table.truth[task])
+            text = "n/a" if math.isnan(value) else f"{value:+.2f}" + ("•" if missed else "")
+            colour = "white" if abs(value) > 0.3 else "black"
+            axis.text(column, row, text, ha="center", va="center", color=colour)
+        axis.set_xticks(range(len(table.estimators)), table.estimators)
+        axis.xaxis.tick_top()
+        axis.set_yticks(range(len(table.tasks)), table.tasks)
+        figure.colorbar(image, ax=axis, fraction=0.05, pad=0.02, label=f"mean error (nats), n = {n}")
     return figure
 
 
@@ -196,6 +307,6 @@ def redraw(out: Path, file_format: str = "png") -> list[Path]:
     atomic_write_text(out / "summary.md", summary_markdown(rows))
     written = [out / "summary.md"]
     for n, table in _by_size(rows).items():
-        written.append(save(figure_estimates(table, n), out / f"estimates_n{n}.{file_format}"))
+        written.append(save(figure_errors(table, n), out / f"errors_n{n}.{file_format}"))
         written.append(save(figure_heatmap(table, n), out / f"heatmap_n{n}.{file_format}"))
     return written

@@ -48,7 +48,7 @@ class Default:
 
 
 DEFAULTS: dict[str, Default] = {
-    "continuous": Default("infonce"),
+    "continuous": Default("infonce", {"ensemble": 2}),
     "low-dimension": Default("ksg", {"normalise": "rank"}),
     "discrete": Default("plugin"),
     "discrete-y": Default("ross"),

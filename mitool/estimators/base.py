@@ -225,4 +225,4 @@ def normal_interval(value: float, stderr: float, level: float) -> tuple[float, f
     from scipy import stats
 
     half = float(stats.norm.ppf(0.5 + level / 2)) * stderr
-    return value - half, value + half
+    return float(value - half), float(value + half)

@@ -45,7 +45,7 @@ def plugin_mi(x: np.ndarray, y: np.ndarray, correction: bool = True) -> float:
     """I(X; Y) in nats of the joint table of the rows' categories (Miller-Madow with ``correction``)."""
     codes_x, codes_y = category_codes(x), category_codes(y)
     joint = codes_x * (codes_y.max() + 1) + codes_y
-    return _entropy(codes_x, correction) + _entropy(codes_y, correction) - _entropy(joint, correction)
+    return float(_entropy(codes_x, correction) + _entropy(codes_y, correction) - _entropy(joint, correction))
 
 
 def pointwise_log_ratios(x: np.ndarray, y: np.ndarray) -> np.ndarray:

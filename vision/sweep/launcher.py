@@ -26,6 +26,7 @@ from typing import Any
 from mitool.files import atomic_write_json
 from mitool.progress import Progress
 from mitool.runner import Launch, Processes, check_config, holding, run_grid, spawn
+from mitool.vision.choices import smoke_test_note
 from mitool.vision.sweep.grid import Evaluation, SweepRun
 from mitool.vision.sweep.worker import RESULT_FILE, RUN_FILE
 
@@ -128,7 +129,10 @@ def _result_line(cell: RunCell) -> str:
     result = json.loads((cell.directory / RESULT_FILE).read_text())
     if result["status"] != "done":
         return result["status"]
-    return f"kNN top-1 {100 * result['knn_top1']:.2f}% in {result['wall_seconds'] / 60:.1f} min"
+    note = smoke_test_note(cell.run.config["dataset"])
+    return f"kNN top-1 {100 * result['knn_top1']:.2f}% in {result['wall_seconds'] / 60:.1f} min" + (
+        f" ({note})" if note else ""
+    )
 
 
 class _Follower:
