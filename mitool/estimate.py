@@ -34,10 +34,18 @@ from typing import Any
 import numpy as np
 
 from mitool import checks, estimators
-from mitool.estimators.base import DivergenceError, Estimate, Progress, as_rows, normal_interval
+from mitool.estimators.base import DivergenceError, Estimate, Progress, as_rows, normal_interval, one_by_one
 from mitool.estimators.subsets import tied_rows
 
-__all__ = ["Automatic", "DivergenceError", "Estimate", "case_of", "estimate", "is_discrete"]
+__all__ = [
+    "Automatic",
+    "DivergenceError",
+    "Estimate",
+    "all_setting_names",
+    "case_of",
+    "estimate",
+    "is_discrete",
+]
 
 DISCRETE_CHOICES = ("auto", "none", "x", "y", "z", "both")
 """``discrete``: auto, none, or a comma-separated list of x, y, z ("both" is x,y)."""
@@ -134,7 +142,7 @@ def _chosen(
     if estimator is None:
         default = estimators.DEFAULTS[case]
         name, known = default.name, estimators.estimator_class(default.name).Settings.names()
-        unused = [key for key in settings if key not in known and key in _all_setting_names()]
+        unused = [key for key in settings if key not in known and key in all_setting_names()]
         if unused:
             listed = ", ".join(unused)
             notes.append(f"{listed}: not settings of {name}, the estimator for this data, so unused")
@@ -154,7 +162,8 @@ def _chosen(
     return chosen
 
 
-def _all_setting_names() -> set[str]:
+def all_setting_names() -> set[str]:
+    """The names of every estimator's settings."""
     return {key for name in estimators.names() for key in estimators.estimator_class(name).Settings.names()}
 
 
@@ -258,13 +267,7 @@ class Automatic:
                 r if isinstance(r, Exception) else r.with_notes(*p.notes)
                 for r, p in zip(results, plans, strict=True)
             ]
-        results: list[Estimate | DivergenceError] = []
-        for data, seed in zip(datasets, seeds, strict=True):
-            try:
-                results.append(self.estimate(*data, seed=seed))
-            except DivergenceError as error:
-                results.append(error)
-        return results
+        return one_by_one(self.estimate, datasets, seeds)
 
 
 def _within_groups(

@@ -139,7 +139,7 @@ def _by_size(rows: Sequence[dict[str, str]]) -> dict[int, _Table]:
 def _error_cell(table: _Table, task: str, estimator: str, best: str | None) -> str:
     mean = table.mean(task, estimator)
     if math.isnan(mean):
-        return "ran away" if (task, estimator) in table.estimates else "-"
+        return "no value" if (task, estimator) in table.estimates else "-"
     text = f"{mean - table.truth[task]:+.3f}"
     if table.truth[task] <= TARGET_MAX_MI and not within_target(mean, table.truth[task]):
         text += " ✗"
@@ -165,7 +165,7 @@ def _size_section(n: int, table: _Table, seeds: int) -> list[str]:
         "truth inside the interval (tasks within target)": [
             _share(*table.coverage(e)) for e in table.estimators
         ],
-        "estimates that ran away": [str(table.runaways(e)) for e in table.estimators],
+        "estimates without a value (ran away or refused)": [str(table.runaways(e)) for e in table.estimators],
         "seconds per estimate": [f"{table.seconds[e] / max(count[e], 1):.2f}" for e in table.estimators],
         "wall time (s, all tasks and seeds)": [f"{table.seconds[e]:.0f}" for e in table.estimators],
     }

@@ -32,7 +32,7 @@ import numpy as np
 
 from mitool import bounds, checks, critics, estimators
 from mitool.benchmark import suites
-from mitool.estimate import Automatic
+from mitool.estimate import Automatic, all_setting_names
 from mitool.estimators.base import DivergenceError
 from mitool.files import read_csv, write_csv
 from mitool.runner import Launch, check_config, holding, run_grid, versions
@@ -116,11 +116,7 @@ def parse_estimator(name: str) -> EstimatorSpec:
     base, *items = name.split(":")
     settings: dict[str, object] = {}
     if base == "default":
-        known = tuple(
-            dict.fromkeys(
-                f for n in estimators.names() for f in estimators.estimator_class(n).Settings.names()
-            )
-        )
+        known = sorted(all_setting_names())
         return EstimatorSpec(name, "default", _settings_of(name, items, (*known, "discrete", "estimator")))
     if base not in estimators.names():
         bound, _, critic = base.partition("-")
@@ -132,15 +128,7 @@ def parse_estimator(name: str) -> EstimatorSpec:
                 ":key=value settings",
             )
         base, settings["critic"] = bound, critic
-    known = estimators.estimator_class(base).Settings.names()
-    for item in items:
-        key, equals, value = item.partition("=")
-        if not equals or key not in known:
-            raise checks.ParameterError(
-                "estimators",
-                f"has {item!r} in {name!r}: settings are key=value with a key of {', '.join(known)}",
-            )
-        settings[key] = _setting_value(value)
+    settings.update(_settings_of(name, items, estimators.estimator_class(base).Settings.names()))
     spec = EstimatorSpec(name, base, settings)
     spec.build()  # the settings' own checks, before anything runs
     return spec
@@ -241,10 +229,15 @@ def run_cell(
 ) -> list[list[object]]:
     """The rows of results.csv for ``cell``: its estimator on each seed's data (a neural
     estimator's seeds trained together, on ``device``); a seed whose estimate ran away gets NaN and a
-    log line."""
+    log line, and so does a cell whose estimator refuses the task's data (KSG on tied counts)."""
     start = time.perf_counter()
     data = [task_data(cell.task, cell.n, seed) for seed in seeds]
-    results = cell.estimator.build(device).estimate_many(data, list(seeds))
+    try:
+        results = cell.estimator.build(device).estimate_many(data, list(seeds))
+    except checks.ParameterError as error:  # the estimator does not take this kind of data
+        if log is not None:
+            log(f"{cell.name}: refused ({str(error).splitlines()[0]})")
+        results = [error] * len(seeds)
     for seed, result in zip(seeds, results, strict=True):
         if isinstance(result, DivergenceError) and log is not None:
             log(f"{cell.name} seed {seed}: {result}")

@@ -35,7 +35,9 @@ __all__ = [
     "Progress",
     "as_rows",
     "normal_interval",
+    "one_by_one",
     "setting",
+    "satterthwaite",
     "student_interval",
 ]
 
@@ -152,13 +154,7 @@ class Estimator:
     ) -> list[Estimate | DivergenceError]:
         """:meth:`estimate` of several data sets (a benchmark cell's seeds); an estimate that ran
         away gives its DivergenceError in its place. Neural estimators train them together."""
-        results: list[Estimate | DivergenceError] = []
-        for data, seed in zip(datasets, seeds, strict=True):
-            try:
-                results.append(self.estimate(*data, seed=seed))
-            except DivergenceError as error:
-                results.append(error)
-        return results
+        return one_by_one(self.estimate, datasets, seeds)
 
     def _check_size(self, rows: tuple[np.ndarray, ...]) -> None:
         dims = [part.shape[1] for part in rows if part is not None]
@@ -172,6 +168,20 @@ class Estimator:
         self, x: np.ndarray, y: np.ndarray, z: np.ndarray | None, seed: int, progress: Progress | None
     ) -> Estimate:
         raise NotImplementedError
+
+
+def one_by_one(
+    estimate: Callable[..., Estimate], datasets: Sequence[tuple[object, ...]], seeds: Sequence[int]
+) -> list[Estimate | DivergenceError]:
+    """``estimate(*data, seed=seed)`` of each data set, a DivergenceError in the place of one that
+    ran away."""
+    results: list[Estimate | DivergenceError] = []
+    for data, seed in zip(datasets, seeds, strict=True):
+        try:
+            results.append(estimate(*data, seed=seed))
+        except DivergenceError as error:
+            results.append(error)
+    return results
 
 
 def _as_array(name: str, data: object) -> np.ndarray:
@@ -220,9 +230,23 @@ def student_interval(values: np.ndarray, level: float) -> tuple[float, float, fl
     return mean, stderr, mean - half, mean + half
 
 
-def normal_interval(value: float, stderr: float, level: float) -> tuple[float, float]:
-    """value +- z_{(1+level)/2} * stderr."""
+def normal_interval(
+    value: float, stderr: float, level: float, degrees: float = math.inf
+) -> tuple[float, float]:
+    """value +- q * stderr, q the (1 + level)/2 quantile of Student's t with ``degrees`` degrees
+    of freedom (those of the variance estimate behind ``stderr``; infinite: the normal's)."""
     from scipy import stats
 
-    half = float(stats.norm.ppf(0.5 + level / 2)) * stderr
+    quantile = (
+        stats.norm.ppf(0.5 + level / 2) if math.isinf(degrees) else stats.t.ppf(0.5 + level / 2, degrees)
+    )
+    half = float(quantile) * stderr
     return float(value - half), float(value + half)
+
+
+def satterthwaite(variances: Sequence[float], degrees: Sequence[float]) -> float:
+    """The degrees of freedom of a sum of independent variance estimates v_j with d_j degrees each
+    (Welch-Satterthwaite): (sum v_j)^2 / sum (v_j^2 / d_j)."""
+    total = sum(variances)
+    spread = sum(v**2 / d for v, d in zip(variances, degrees, strict=True))
+    return total**2 / spread if spread > 0 else math.inf

@@ -392,9 +392,11 @@ def _interval(
       critics differ, so training noise is in it);
     * one split, an ensemble of M critics: the mean critic's value, with the standard error
       sqrt(s_e^2 + s_m^2 / M) of the held-out evaluation (s_e, over the chunks of anchors) and of
-      training (s_m, the spread of the M members' own values), and the normal interval;
+      training (s_m, the spread of the M members' own values), and Student's t interval with the
+      Welch-Satterthwaite degrees of freedom of that sum (M - 1 = 1 for the spread of two critics:
+      the interval is wide when training noise dominates, as it must be with so few critics);
     * one split, one critic: the Student-t interval over the chunks (evaluation noise alone)."""
-    from mitool.estimators.base import normal_interval, student_interval
+    from mitool.estimators.base import normal_interval, satterthwaite, student_interval
 
     if len(scored) > 1:
         mean, stderr, low, high = student_interval(np.array([np.mean(v) for v, _ in scored]), level)
@@ -406,12 +408,14 @@ def _interval(
     mean, stderr, low, high = student_interval(chunks, level)
     if member_values:
         members = np.array(member_values[0])
-        stderr = math.sqrt(stderr**2 + members.var(ddof=1) / len(members))
-        low, high = normal_interval(mean, stderr, level)
+        variances = [stderr**2, members.var(ddof=1) / len(members)]
+        stderr = math.sqrt(sum(variances))
+        degrees = satterthwaite(variances, [len(chunks) - 1, len(members) - 1])
+        low, high = normal_interval(mean, stderr, level, degrees)
         return mean, stderr, low, high, (
-            f"normal interval from the noise of the held-out evaluation ({len(chunks)} chunks of anchors) "
-            f"and of training (the spread of the {len(members)} critics of the ensemble); "
-            "not the bound's bias"
+            f"Student-t interval ({degrees:.1f} degrees of freedom) from the noise of the held-out "
+            f"evaluation ({len(chunks)} chunks of anchors) and of training (the spread of the "
+            f"{len(members)} critics of the ensemble); not the bound's bias"
         )  # fmt: skip
     return mean, stderr, low, high, (
         f"Student-t interval over {len(chunks)} chunks of held-out anchors (noise of the held-out "

@@ -3,7 +3,8 @@ and the count of tied rows (repeated values), which k-NN estimators of continuou
 
 Standard error by subsampling: the estimator on m disjoint random subsets of n / m pairs gives m
 values v_j; since the variance of these estimators falls like 1/n, the standard error of the
-estimate on all n pairs is std(v) / sqrt(m). It covers the sampling noise of the pairs, not the
+estimate on all n pairs is std(v) / sqrt(m), and the interval is Student's t with m - 1 degrees of
+freedom (the standard deviation of m values). It covers the sampling noise of the pairs, not the
 estimator's bias. (The bootstrap would repeat points, which are zero-distance neighbours for the
 k-NN estimators.)
 """
@@ -53,7 +54,7 @@ def subset_estimate(
     notes: tuple[str, ...] = (),
     progress: Progress | None = None,
 ) -> Estimate:
-    """The :class:`Estimate` of ``function(x, y[, z])`` on all pairs with the normal interval from
+    """The :class:`Estimate` of ``function(x, y[, z])`` on all pairs with the Student-t interval from
     ``subsets`` disjoint subsets (fewer when the data are too small: each subset keeps at least the
     estimator's minimum of pairs; no interval below two subsets). The subsets come first, so that
     ``progress(done, total, nan)`` after each (the estimate on all pairs counts as much as all the
@@ -72,8 +73,8 @@ def subset_estimate(
         progress(total, total, value)
     if used >= 2:
         stderr = float(values.std(ddof=1) / math.sqrt(used))
-        low, high = normal_interval(value, stderr, level)
-        interval = (f"normal interval from {used} disjoint subsets (sampling noise of the pairs; not the "
+        low, high = normal_interval(value, stderr, level, degrees=used - 1)
+        interval = (f"Student-t interval from {used} disjoint subsets (sampling noise of the pairs; not the "
                     "estimator's bias)")  # fmt: skip
     else:
         stderr = low = high = math.nan
