@@ -21,7 +21,7 @@ import numpy as np
 from mitool import checks
 from mitool.estimators.base import Estimate, Estimator, EstimatorSettings
 from mitool.estimators.preparation import standardise
-from mitool.estimators.subsets import subset_estimate, tied_rows
+from mitool.estimators.subsets import refuse_ties, subset_estimate
 from mitool.settings import setting
 
 __all__ = ["FrenzelPompe", "frenzel_pompe"]
@@ -68,12 +68,7 @@ class FrenzelPompe(Estimator):
     def _estimate(self, x, y, z, seed, progress) -> Estimate:
         if z is None:
             raise checks.ParameterError("z", "must be given: frenzel-pompe estimates I(X; Y | Z)")
-        if tied_rows(x, y, z):
-            raise checks.ParameterError(
-                "x",
-                "has rows that repeat another row's value exactly; this k-NN estimator assumes continuous "
-                "data (a discrete Z is handled by estimating within each of its groups: give discrete='z')",
-            )
+        refuse_ties("frenzel-pompe", x=x, y=y, z=z)
         return subset_estimate(
             self,
             partial(frenzel_pompe, k=self.settings.k),

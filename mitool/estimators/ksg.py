@@ -30,7 +30,7 @@ from mitool import checks
 from mitool.estimators.base import Estimate, Estimator, EstimatorSettings, setting
 from mitool.estimators.neighbours import joint_neighbour_counts
 from mitool.estimators.preparation import PREPARATIONS
-from mitool.estimators.subsets import subset_estimate, tied_rows
+from mitool.estimators.subsets import refuse_ties, subset_estimate
 
 __all__ = ["KSG", "KSGSettings", "ksg"]
 
@@ -95,14 +95,7 @@ class KSG(Estimator):
         return max(20, self.settings.k_max + 2, self.settings.k + 2)
 
     def _estimate(self, x, y, z, seed, progress) -> Estimate:
-        tied = tied_rows(x, y)
-        if tied:
-            raise checks.ParameterError(
-                "x",
-                f"has {tied} rows that repeat another row's value exactly; KSG assumes no ties (its "
-                "distances become 0 and its value meaningless): use estimator='mixed-ksg' for data with "
-                "ties or atoms, or discrete='x'/'y'/'both' for discrete variables",
-            )
+        refuse_ties("KSG", x=x, y=y)
         settings = self.settings
         return subset_estimate(
             self, partial(ksg, k=settings.k, k_max=settings.k_max, normalise=settings.normalise), x, y,

@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from mitool import checks
 from mitool.estimators.base import Estimate, Estimator, Progress, normal_interval
 
-__all__ = ["subsample_values", "subset_estimate", "tied_rows"]
+__all__ = ["refuse_ties", "subsample_values", "subset_estimate", "tied_rows"]
 
 
 def subsample_values(
@@ -89,3 +90,17 @@ def subset_estimate(
 def tied_rows(*arrays: np.ndarray) -> int:
     """The most rows, over ``arrays`` (each (n, d)), that repeat an earlier row of the same array."""
     return max(len(array) - len(np.unique(array, axis=0)) for array in arrays)
+
+
+def refuse_ties(estimator: str, **arrays: np.ndarray | None) -> None:
+    """ParameterError naming the first of ``arrays`` (x, y, z) with rows that repeat another row:
+    a k-NN estimator of continuous data cannot take them (their distances are 0)."""
+    for name, array in arrays.items():
+        tied = 0 if array is None else tied_rows(array)
+        if tied:
+            raise checks.ParameterError(
+                name,
+                f"has {tied} rows that repeat another row's value exactly; {estimator} assumes continuous "
+                "data (its distances become 0 and its value meaningless): use estimator='mixed-ksg' for data "
+                "with ties or atoms, or discrete='x'/'y'/'both' (for Z: discrete='z') for discrete variables",
+            )
