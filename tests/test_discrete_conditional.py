@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from scipy.special import digamma
 
 from mitool import estimators
@@ -195,7 +196,7 @@ def test_the_auto_rule_and_the_cases_it_gives() -> None:
     assert swapped.estimator == "ross" and any("swapped" in note for note in swapped.notes)
     assert swapped.value == pytest.approx(estimate(features, labels).value, abs=1e-12)
     inflated = np.where(rng.random(3000) < 0.3, 0.0, features[:, 0] + rng.normal(size=3000))
-    assert estimate(features[:, :1], inflated).estimator == "mixed-ksg"
+    assert estimate(features[:, :1], inflated).estimator == "atoms"
 
 
 def test_a_discrete_z_is_the_weighted_mi_within_its_groups() -> None:
@@ -228,6 +229,31 @@ def test_what_estimate_refuses_or_notes() -> None:
     counts = rng.poisson(3, 800).astype(float)
     for name in estimators.names():
         cases = estimators.estimator_class(name).cases
-        if "ties" in cases or "discrete" in cases:
-            value = estimate(counts, counts, name).value
-            assert math.isfinite(value) and value > -0.05, name
+        for case, declared in (("discrete", "auto"), ("ties", "none")):  # counts as counts, or as ties
+            if case in cases:
+                value = estimate(counts, counts, name, discrete=declared).value
+                assert math.isfinite(value) and value > -0.05, (name, case)
+
+
+def test_the_atoms_estimator_is_its_parts_and_finds_the_truth_of_a_zero_inflated_y() -> None:
+    from mitool.benchmark.discrete import ZeroInflated
+    from mitool.estimators.atoms import atoms_mi
+    from mitool.estimators.ksg import ksg
+    from mitool.estimators.mixed_ksg import mixed_ksg
+    from mitool.estimators.ross import ross_mi
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(2000, 1))
+    y = x + rng.normal(size=(2000, 1))
+    assert atoms_mi(x, y) == pytest.approx(ksg(x, y, normalise="rank"), abs=1e-12)  # no atoms: KSG
+    labels = rng.integers(0, 3, size=(2000, 1)).astype(float)
+    assert atoms_mi(x, labels) == pytest.approx(ross_mi(x, labels), abs=1e-12)  # all atoms: Ross
+    task = ZeroInflated(0.3, 0.5)
+    x, y = (part.numpy() for part in task.sample(5000, generator=torch.Generator().manual_seed(0)))
+    result = estimate(x, y)
+    assert result.estimator == "atoms" and abs(result.value - task.mi) < 0.04
+    counts = rng.poisson(3.0, size=(2000, 1)).astype(float)
+    more = counts + rng.poisson(1.0, size=(2000, 1))
+    both = estimate(counts, more, discrete="none")
+    assert both.estimator == "mixed-ksg" and any("both X and Y have ties" in note for note in both.notes)
+    assert both.value == pytest.approx(mixed_ksg(counts, more, 5), abs=1e-12)

@@ -52,7 +52,7 @@ DEFAULTS: dict[str, Default] = {
     "low-dimension": Default("ksg", {"normalise": "rank"}),
     "discrete": Default("plugin"),
     "discrete-y": Default("ross"),
-    "ties": Default("mixed-ksg"),
+    "ties": Default("atoms"),
     "conditional": Default("frenzel-pompe"),
 }
 """The estimator for each kind of data when none is asked for (docs/mi-benchmark.md: how each was chosen)."""

@@ -125,7 +125,9 @@ class NeuralSettings(EstimatorSettings):
     )  # fmt: skip
     test_fraction: float = setting(0.2, "Share of the pairs held out for the estimate.", checks.fraction)
     validation_fraction: float = setting(
-        0.15, "Share of the training pairs scored for early stopping (the critic is kept at its best value).",
+        0.15,
+        "Share of the training pairs scored for early stopping, at most 16384 pairs (the critic is kept at "
+        "its best value).",
         checks.fraction,
     )  # fmt: skip
     eval_every: int = setting(50, "Steps between validation scores.", _whole)

@@ -21,6 +21,7 @@ from mitool import checks
 
 __all__ = [
     "PREPARATIONS",
+    "VALIDATION_MAX",
     "Split",
     "canonical_maps",
     "fold_splits",
@@ -28,6 +29,7 @@ __all__ = [
     "part_sizes",
     "split_pairs",
     "standardise",
+    "validation_size",
 ]
 
 
@@ -45,12 +47,22 @@ class Split:
         return np.concatenate([self.fit, self.validation])
 
 
+VALIDATION_MAX = 16384
+"""The most pairs that score the critic for early stopping (scored every few steps: at 10^6 pairs,
+15% of the training pairs would cost more than the training); the rest of them train."""
+
+
+def validation_size(n_train: int, validation_fraction: float) -> int:
+    """``validation_fraction`` of the training pairs, at most :data:`VALIDATION_MAX`."""
+    return min(int(round(n_train * validation_fraction)), VALIDATION_MAX)
+
+
 def part_sizes(n: int, test_fraction: float, validation_fraction: float) -> tuple[int, int, int]:
     """(fit, validation, test) sizes: ``test_fraction`` of all pairs held out, then
-    ``validation_fraction`` of the rest."""
+    ``validation_fraction`` of the rest (:func:`validation_size`)."""
     n_test = int(round(n * test_fraction))
     n_train = n - n_test
-    n_validation = int(round(n_train * validation_fraction))
+    n_validation = validation_size(n_train, validation_fraction)
     return n_train - n_validation, n_validation, n_test
 
 
@@ -71,7 +83,7 @@ def fold_splits(n: int, folds: int, validation_fraction: float, seed: int) -> li
     splits = []
     for index, test in enumerate(parts):
         train = np.concatenate([part for other, part in enumerate(parts) if other != index])
-        n_validation = int(round(len(train) * validation_fraction))
+        n_validation = validation_size(len(train), validation_fraction)
         splits.append(Split(train[n_validation:], train[:n_validation], test))
     return splits
 

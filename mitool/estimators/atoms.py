@@ -1,0 +1,93 @@
+"""MI of a continuous X and a Y with atoms (zero inflation, censoring, a value that repeats): the
+chain rule over the atoms, each part estimated by the estimator made for it.
+
+Let A be the atom that Y sits on (the value, for a value of Y that repeats in the data) or "none"
+(a value seen once: the continuous part). A is a function of Y, so
+
+    I(X; Y) = I(X; Y, A) = I(X; A) + sum_a P(A = a) I(X; Y | A = a),
+
+and on an atom Y is constant, so only the continuous part adds: I(X; Y) = I(X; A) +
+P(A = none) I(X; Y | A = none). I(X; A), continuous X against the discrete A, is Ross's estimate
+(:mod:`mitool.estimators.ross`); I(X; Y | A = none) is KSG on the pairs off the atoms
+(:mod:`mitool.estimators.ksg`, rank scores). Both are consistent, so the sum is: on a zero-inflated
+Y (30% zeros, truth 0.563 nats) it is within 0.01, where the mixture estimator of Gao et al. is 0.07
+under. The side with the atoms becomes Y; when both sides have ties (repeated rows, say), there is
+no continuous side and the mixture estimator (``mixed-ksg``) answers, as the result's notes say.
+The interval comes from disjoint subsets of the pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from mitool import checks
+from mitool.estimators.base import Estimate, Estimator, EstimatorSettings
+from mitool.estimators.discrete import category_codes
+from mitool.estimators.ksg import ksg
+from mitool.estimators.ross import ross_mi
+from mitool.estimators.subsets import subset_estimate, tied_rows
+from mitool.settings import setting
+
+__all__ = ["Atoms", "atoms_mi"]
+
+
+def atom_labels(y: np.ndarray) -> np.ndarray:
+    """For each row, its atom's category (a value of y that repeats) or -1 (a value seen once)."""
+    codes = category_codes(y)
+    counts = np.bincount(codes)
+    return np.where(counts[codes] > 1, codes, -1)
+
+
+def atoms_mi(x: np.ndarray, y: np.ndarray, k: int = 5, k_ross: int = 3) -> float:
+    """I(X; A) + P(A = none) I(X; Y | A = none) (see the module), in nats."""
+    atoms = atom_labels(y)
+    off = atoms == -1
+    between = ross_mi(x, atoms[:, None].astype(float), k=k_ross) if len(np.unique(atoms)) > 1 else 0.0
+    within = ksg(x[off], y[off], k=k, normalise="rank") if off.sum() > k + 1 else 0.0
+    return float(between + off.mean() * within)
+
+
+@dataclass(frozen=True)
+class AtomsSettings(EstimatorSettings):
+    k: int = setting(5, "Neighbours of KSG on the continuous part.", partial(checks.whole_number, minimum=1))
+    subsets: int = setting(
+        10, "Disjoint subsets for the standard error.", partial(checks.whole_number, minimum=2)
+    )
+    level: float = setting(0.95, "Confidence level of the interval.", checks.fraction)
+
+
+class Atoms(Estimator):
+    name = "atoms"
+    summary = (
+        "the chain rule over Y's atoms (zero inflation, repeated values): Ross's I(X; A) plus KSG off them"
+    )
+    number = "an estimate, consistent for a continuous X and a Y with atoms"
+    cases = frozenset({"ties"})
+    Settings = AtomsSettings
+    rank = 34
+
+    def minimum_pairs(self, dim_x: int, dim_y: int, dim_z: int = 0) -> int:
+        return max(40, 2 * self.settings.k + 4)
+
+    def _estimate(self, x, y, z, seed, progress) -> Estimate:
+        if tied_rows(y) and tied_rows(x):  # no continuous side: the mixture estimator
+            from mitool.estimators.mixed_ksg import MixedKSG
+
+            both = "both X and Y have ties (no continuous side): Gao et al.'s mixture estimator, mixed-ksg"
+            return MixedKSG(k=self.settings.k).estimate(x, y, seed=seed, progress=progress).with_notes(both)
+        swapped = bool(tied_rows(x))
+        if swapped:  # the side with the atoms becomes y (I is symmetric)
+            x, y = y, x
+        notes = ("x has the atoms: X and Y swapped (I is symmetric)",) if swapped else ()
+        share = float((atom_labels(y) != -1).mean())
+        settings = self.settings
+        return subset_estimate(
+            self, partial(atoms_mi, k=settings.k), x, y, settings.subsets, seed, settings.level,
+            progress=progress, notes=notes, details={"k": settings.k, "share_on_atoms": share},
+        )  # fmt: skip
+
+
+ESTIMATORS = [Atoms]
