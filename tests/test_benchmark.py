@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from mitool.benchmark import figures as benchmark_figures
+from mitool.benchmark import suites
 from mitool.benchmark.run import (
     RESULT_COLUMNS,
     EstimatorSpec,
@@ -165,3 +166,58 @@ def test_a_real_signal_stops_the_benchmark_with_one_line_on_how_to_resume(
         "gaussian/normal-dense-2x2-n3000" in lines[-1] and "Run the same command again to resume" in lines[-1]
     )
     assert "Traceback" not in stderr and not (out / "results.csv").exists()
+
+
+BMI_MUTUAL_INFORMATION = {
+    "1v1-normal-0.75": 0.41333928659223396,
+    "normal_cdf-1v1-normal-0.75": 0.41333928659223396,
+    "1v1-additive-0.1": 1.7094379663467407,
+    "1v1-additive-0.75": 0.3333333333333333,
+    "1v1-bimodal-0.75": 0.41333928659223396,
+    "wiggly-1v1-normal-0.75": 0.41333928659223396,
+    "half_cube-1v1-normal-0.75": 0.41333928659223396,
+    "student-identity-1-1-1": 0.22417142752923613,
+    "asinh-student-identity-1-1-1": 0.22417142752923613,
+    "swissroll_x-normal_cdf-1v1-normal-0.75": 0.41333928659223396,
+    "multinormal-dense-2-2-0.5": 0.2938933324510593,
+    "multinormal-dense-3-3-0.5": 0.41333928659223407,
+    "multinormal-dense-5-5-0.5": 0.5928118328288701,
+    "multinormal-dense-25-25-0.5": 1.2921837216593204,
+    "multinormal-dense-50-50-0.5": 1.6242653743037039,
+    "multinormal-sparse-2-2-2-2.0": 1.0216512475319819,
+    "multinormal-sparse-3-3-2-2.0": 1.0216512475319819,
+    "multinormal-sparse-5-5-2-2.0": 1.021651247531981,
+    "multinormal-sparse-25-25-2-2.0": 1.0216512475319774,
+    "student-identity-2-2-1": 0.43194562200144127,
+    "student-identity-2-2-2": 0.1931471805599454,
+    "student-identity-3-3-2": 0.29092192268276484,
+    "student-identity-3-3-3": 0.17871185309236282,
+    "student-identity-5-5-2": 0.44815067691532917,
+    "student-identity-5-5-3": 0.29854362265275824,
+    "normal_cdf-multinormal-sparse-3-3-2-2.0": 1.0216512475319819,
+    "normal_cdf-multinormal-sparse-5-5-2-2.0": 1.021651247531981,
+    "normal_cdf-multinormal-sparse-25-25-2-2.0": 1.0216512475319774,
+    "half_cube-multinormal-sparse-3-3-2-2.0": 1.0216512475319819,
+    "half_cube-multinormal-sparse-5-5-2-2.0": 1.021651247531981,
+    "half_cube-multinormal-sparse-25-25-2-2.0": 1.0216512475319774,
+    "spiral-multinormal-sparse-3-3-2-2.0": 1.0216512475319819,
+    "spiral-multinormal-sparse-5-5-2-2.0": 1.021651247531981,
+    "spiral-multinormal-sparse-25-25-2-2.0": 1.0216512475319774,
+    "spiral-normal_cdf-multinormal-sparse-3-3-2-2.0": 1.0216512475319819,
+    "spiral-normal_cdf-multinormal-sparse-5-5-2-2.0": 1.021651247531981,
+    "spiral-normal_cdf-multinormal-sparse-25-25-2-2.0": 1.0216512475319774,
+    "asinh-student-identity-2-2-1": 0.43194562200144127,
+    "asinh-student-identity-3-3-2": 0.29092192268276484,
+    "asinh-student-identity-5-5-2": 0.44815067691532917,
+}
+"""``task.mutual_information`` of each task of bmi's ``BENCHMARK_TASKS_LIST``
+(``bmi.benchmark.task_list``, benchmark-mi 0.1.3, cbg-ethz/bmi), in its order, as bmi reports it."""
+
+
+def test_the_bmi_suite_is_bmis_40_tasks_with_their_ids_order_and_mutual_information() -> None:
+    bmi = suites.suite("bmi")
+    assert [task.name for task in bmi] == list(BMI_MUTUAL_INFORMATION)
+    for task in bmi:
+        assert task.mi == pytest.approx(BMI_MUTUAL_INFORMATION[task.name], rel=1e-6), (
+            task.name
+        )  # bmi: float32
