@@ -18,6 +18,7 @@ import math
 import time
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -49,6 +50,15 @@ class ClassifierSettings(EstimatorSettings):
     chunk: int = setting(50, "Held-out pairs per value of the interval.", _whole)
     level: float = setting(0.95, "Confidence level of the interval.", checks.fraction)
     device: str = setting("cpu", "torch device of the classifier.")
+
+
+def _log_likelihoods(network: Any, x: Any, labels: Any) -> np.ndarray:
+    """log q(y_i | x_i) of the held-out pairs under the trained classifier, float64."""
+    import torch
+
+    with torch.no_grad():
+        log_q = torch.log_softmax(network(x), dim=1).gather(1, labels[:, None])[:, 0]
+    return log_q.double().cpu().numpy()
 
 
 class Classifier(Estimator):
@@ -93,16 +103,7 @@ class Classifier(Estimator):
             )
         }
         kept_step = _train(network, parts["fit"], parts["validation"], settings, seed, progress)
-        with torch.no_grad():
-            x_test, y_test = parts["test"]
-            log_q = (
-                torch.log_softmax(network(x_test), dim=1)
-                .gather(1, y_test[:, None])[:, 0]
-                .double()
-                .cpu()
-                .numpy()
-            )
-        pointwise = log_q - log_prior[labels[split.test]]
+        pointwise = _log_likelihoods(network, *parts["test"]) - log_prior[labels[split.test]]
         chunks = np.array(
             [part.mean() for part in np.array_split(pointwise, max(2, len(pointwise) // settings.chunk))]
         )

@@ -245,6 +245,21 @@ def _batch_scores(
     return torch.func.vmap(bounds.split_scores)(scores)
 
 
+def _batches(
+    fit: FitRows, schedule: Schedule, generators: Sequence[torch.Generator], run_index: Tensor
+) -> tuple[Tensor, Tensor]:
+    """x, y (R, B, d): each run's batch of its own fit rows (with ``input_noise`` added)."""
+    rows = torch.stack(
+        [torch.randperm(length, generator=generator)[: schedule.batch_size]
+         for length, generator in zip(fit.lengths, generators, strict=True)]
+    ).to(fit.x.device)  # fmt: skip
+    x_batch, y_batch = fit.x[run_index, rows], fit.y[run_index, rows]
+    if schedule.input_noise:
+        x_batch = x_batch + schedule.input_noise * torch.randn_like(x_batch)
+        y_batch = y_batch + schedule.input_noise * torch.randn_like(y_batch)
+    return x_batch, y_batch
+
+
 def train_critics(
     stack: StackedCritics,
     estimator: str,
@@ -279,15 +294,7 @@ def train_critics(
         )
     step = 0
     for step in range(1, schedule.steps + 1):
-        rows = torch.stack(
-            [torch.randperm(length, generator=generator)[: schedule.batch_size]
-             for length, generator in zip(fit.lengths, generators, strict=True)]
-        ).to(fit.x.device)  # fmt: skip
-        x_batch, y_batch = fit.x[run_index, rows], fit.y[run_index, rows]
-        if schedule.input_noise:
-            x_batch = x_batch + schedule.input_noise * torch.randn_like(x_batch)
-            y_batch = y_batch + schedule.input_noise * torch.randn_like(y_batch)
-        pos, neg = _batch_scores(stack, base, x_batch, y_batch)
+        pos, neg = _batch_scores(stack, base, *_batches(fit, schedule, generators, run_index))
         loss, mi, state = values_of(pos, neg, state)
         optimiser.zero_grad(set_to_none=True)
         loss.sum().backward()
