@@ -152,20 +152,34 @@ def sweep_command(context: click.Context, out: str, file_format: str, quiet: boo
     help="Shortened from the protocol's 4000 to fit in about 3 minutes on 2 cores.",
 )  # fmt: skip
 @click.option("--device", default="cpu", show_default=True, help="torch device.")
+@click.option(
+    "--processes", type=int, default=None,
+    help="Processes sharing the cells on a CPU, one torch thread each (the results do not depend on it) "
+    "[default: the free cores, at most 4].",
+)  # fmt: skip
 @_FORMAT
 @_QUIET
-def demo_command(out: str, steps_per_stage: int, device: str, file_format: str, quiet: bool) -> None:
+def demo_command(
+    out: str, steps_per_stage: int, device: str, processes: int | None, file_format: str, quiet: bool
+) -> None:
     """The default study, one command: the bounds infonce, eqco, dcl, nwj with the separable and
     the cosine critic, K = 4, 16, 64, 256, 1024, the 2-4-6-8-10 nat staircase, 3 seeds, steps per
     stage shortened (see --steps-per-stage).
 
-    The same as `mitool toy sweep --critic separable,cosine --seeds 3 --steps-per-stage N --out OUT`.
+    The same as `mitool toy sweep --critic separable,cosine --seeds 3 --steps-per-stage N --out OUT`,
+    shared by a process per free core.
     """
-    from mitool.runtime import set_threads_to_free_cores
+    from mitool import checks
+    from mitool.cli.common import program_words
+    from mitool.runner import local_ranks
+    from mitool.runtime import free_cores, set_threads_to_free_cores
 
-    set_threads_to_free_cores()
+    count = 1 if device != "cpu" else checks.whole_number("processes", processes or min(free_cores(), 4), 1)
     settings = ToySettings(steps_per_stage=steps_per_stage, device=device)
-    if _run_sweep(out, Grid(critics=DEMO_CRITICS, seeds=3), settings, quiet, file_format):
+    with local_ranks(count, [*program_words(), *sys.argv[1:]]):
+        set_threads_to_free_cores()
+        written = _run_sweep(out, Grid(critics=DEMO_CRITICS, seeds=3), settings, quiet, file_format)
+    if written:
         figures = ", ".join(f"{name}.{file_format}" for name in ("bias_vs_k", "std_vs_k", "gradnorm_vs_k"))
         click.echo(f"demo results in {Path(out)}: summary.csv, {figures}")
 

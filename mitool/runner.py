@@ -376,6 +376,36 @@ def _run_processes(pending: list[Cell], processes: Processes) -> None:
         stop_processes([process for _, process in active])
 
 
+@contextlib.contextmanager
+def local_ranks(count: int, command: Sequence[str]) -> Iterator[None]:
+    """Within the block this process is rank 0 of ``count`` ranks on this machine, the others
+    copies of ``command`` (this command, run again) started with RANK and WORLD_SIZE set and one
+    torch thread each; they end with the block (or with this process, killed or not). A rank that
+    stops early is reported by rank 0's wait after MITOOL_RANK_TIMEOUT (default here 120 s)."""
+    if count <= 1 or Launch.from_environment().world > 1:
+        yield
+        return
+    names = ("RANK", "WORLD_SIZE", "MITOOL_THREADS", "MITOOL_RANK_TIMEOUT")
+    saved = {name: os.environ.get(name) for name in names}
+    shared = {"WORLD_SIZE": str(count), "MITOOL_THREADS": "1",
+              "MITOOL_RANK_TIMEOUT": saved["MITOOL_RANK_TIMEOUT"] or "120"}  # fmt: skip
+    quiet = open(os.devnull, "w")  # noqa: SIM115 - the children's output, closed with them
+    children = [
+        spawn(command, quiet, {**os.environ, **shared, "RANK": str(rank)}) for rank in range(1, count)
+    ]
+    os.environ.update({**shared, "RANK": "0"})
+    try:
+        yield
+    finally:
+        stop_processes(children)
+        quiet.close()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def stop_processes(processes: Sequence[subprocess.Popen], grace_seconds: float = 30.0) -> None:
     """SIGTERM to each running process, then SIGKILL to those still running after ``grace_seconds``."""
     running = [process for process in processes if process.poll() is None]

@@ -320,3 +320,19 @@ def test_a_real_signal_stops_the_sweep_with_one_line_on_how_to_resume(tmp_path: 
     assert lines[-1].startswith(f"toy sweep stopped by {name}: {finished} of 6 cells finished and saved")
     assert "Run the same command again to resume" in lines[-1] and "Traceback" not in stderr
     assert not (out / "summary.csv").exists()
+
+
+def test_the_demo_shared_by_two_processes_gives_the_results_of_one(tmp_path: Path) -> None:
+    """`toy demo` runs a process per free core (each one thread); the cells and their seeds fix the
+    results, so two processes write what one writes. Run as a user runs it: a real second process."""
+    import subprocess
+    import sys
+
+    outs = {count: tmp_path / f"demo{count}" for count in (1, 2)}
+    for count, out in outs.items():
+        command = [sys.executable, "-m", "mitool.cli.main", "toy", "demo", "--steps-per-stage", "3",
+                   "--processes", str(count), "--quiet", "--out", str(out)]  # fmt: skip
+        finished = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert finished.returncode == 0, finished.stderr
+    assert len(rows(outs[1] / "summary.csv")) == 4 * 2 * 5 * 5  # bounds x critics x K x stages
+    assert without_rate(rows(outs[2] / "summary.csv")) == without_rate(rows(outs[1] / "summary.csv"))
