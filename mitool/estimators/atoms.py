@@ -24,11 +24,11 @@ from functools import partial
 import numpy as np
 
 from mitool import checks
-from mitool.estimators.base import Estimate, Estimator, EstimatorSettings
+from mitool.estimators.base import Estimate, Estimator
 from mitool.estimators.discrete import category_codes
 from mitool.estimators.ksg import ksg
 from mitool.estimators.ross import ross_mi
-from mitool.estimators.subsets import subset_estimate, tied_rows
+from mitool.estimators.subsets import SubsetSettings, subset_estimate, tied_rows
 from mitool.settings import setting
 
 __all__ = ["Atoms", "atoms_mi"]
@@ -51,12 +51,8 @@ def atoms_mi(x: np.ndarray, y: np.ndarray, k: int = 5, k_ross: int = 3) -> float
 
 
 @dataclass(frozen=True)
-class AtomsSettings(EstimatorSettings):
+class AtomsSettings(SubsetSettings):
     k: int = setting(5, "Neighbours of KSG on the continuous part.", partial(checks.whole_number, minimum=1))
-    subsets: int = setting(
-        10, "Disjoint subsets for the standard error.", partial(checks.whole_number, minimum=2)
-    )
-    level: float = setting(0.95, "Confidence level of the interval.", checks.fraction)
 
 
 class Atoms(Estimator):

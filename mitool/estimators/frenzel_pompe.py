@@ -19,9 +19,9 @@ from functools import partial
 import numpy as np
 
 from mitool import checks
-from mitool.estimators.base import Estimate, Estimator, EstimatorSettings
+from mitool.estimators.base import Estimate, Estimator
 from mitool.estimators.preparation import standardise
-from mitool.estimators.subsets import refuse_ties, subset_estimate
+from mitool.estimators.subsets import SubsetSettings, refuse_ties, subset_estimate
 from mitool.settings import setting
 
 __all__ = ["FrenzelPompe", "frenzel_pompe"]
@@ -46,12 +46,8 @@ def frenzel_pompe(x: np.ndarray, y: np.ndarray, z: np.ndarray, k: int = 5) -> fl
 
 
 @dataclass(frozen=True)
-class FrenzelPompeSettings(EstimatorSettings):
+class FrenzelPompeSettings(SubsetSettings):
     k: int = setting(5, "Neighbours.", partial(checks.whole_number, minimum=1))
-    subsets: int = setting(
-        10, "Disjoint subsets for the standard error.", partial(checks.whole_number, minimum=2)
-    )
-    level: float = setting(0.95, "Confidence level of the interval.", checks.fraction)
 
 
 class FrenzelPompe(Estimator):

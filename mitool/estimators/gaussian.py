@@ -24,8 +24,8 @@ from functools import partial
 import numpy as np
 
 from mitool import checks
-from mitool.estimators.base import Estimate, Estimator, EstimatorSettings, setting
-from mitool.estimators.subsets import subset_estimate
+from mitool.estimators.base import Estimate, Estimator, setting
+from mitool.estimators.subsets import SubsetSettings, subset_estimate
 
 __all__ = ["Gaussian", "GaussianSettings", "gaussian_conditional_mi", "gaussian_mi", "log_det_bias"]
 
@@ -83,12 +83,8 @@ def gaussian_conditional_mi(
 
 
 @dataclass(frozen=True)
-class GaussianSettings(EstimatorSettings):
+class GaussianSettings(SubsetSettings):
     bias_correction: bool = setting(True, "Remove the small-sample bias of the log-determinants.")
-    subsets: int = setting(
-        10, "Disjoint subsets for the standard error.", partial(checks.whole_number, minimum=2)
-    )
-    level: float = setting(0.95, "Confidence level of the interval.", checks.fraction)
 
 
 class Gaussian(Estimator):

@@ -27,10 +27,10 @@ from functools import partial
 import numpy as np
 
 from mitool import checks
-from mitool.estimators.base import Estimate, Estimator, EstimatorSettings, setting
+from mitool.estimators.base import Estimate, Estimator, setting
 from mitool.estimators.neighbours import joint_neighbour_counts
 from mitool.estimators.preparation import PREPARATIONS
-from mitool.estimators.subsets import refuse_ties, subset_estimate
+from mitool.estimators.subsets import SubsetSettings, refuse_ties, subset_estimate
 
 __all__ = ["KSG", "KSGSettings", "ksg"]
 
@@ -65,7 +65,7 @@ def ksg(
 
 
 @dataclass(frozen=True)
-class KSGSettings(EstimatorSettings):
+class KSGSettings(SubsetSettings):
     k: int = setting(5, "Neighbours.", partial(checks.whole_number, minimum=1))
     k_max: int = setting(
         0,
@@ -77,10 +77,6 @@ class KSGSettings(EstimatorSettings):
         "Each coordinate standardised (standard), or replaced by the normal scores of its ranks (rank).",
         lambda name, value: checks.choice(name, value, PREPARATIONS),
     )  # fmt: skip
-    subsets: int = setting(
-        10, "Disjoint subsets for the standard error.", partial(checks.whole_number, minimum=2)
-    )
-    level: float = setting(0.95, "Confidence level of the interval.", checks.fraction)
 
 
 class KSG(Estimator):

@@ -21,9 +21,9 @@ from functools import partial
 import numpy as np
 
 from mitool import checks
-from mitool.estimators.base import Estimate, Estimator, EstimatorSettings
+from mitool.estimators.base import Estimate, Estimator
 from mitool.estimators.preparation import standardise
-from mitool.estimators.subsets import subset_estimate
+from mitool.estimators.subsets import SubsetSettings, subset_estimate
 from mitool.settings import setting
 
 __all__ = ["MixedKSG", "mixed_ksg"]
@@ -48,12 +48,8 @@ def mixed_ksg(x: np.ndarray, y: np.ndarray, k: int = 5) -> float:
 
 
 @dataclass(frozen=True)
-class MixedKSGSettings(EstimatorSettings):
+class MixedKSGSettings(SubsetSettings):
     k: int = setting(5, "Neighbours.", partial(checks.whole_number, minimum=1))
-    subsets: int = setting(
-        10, "Disjoint subsets for the standard error.", partial(checks.whole_number, minimum=2)
-    )
-    level: float = setting(0.95, "Confidence level of the interval.", checks.fraction)
 
 
 class MixedKSG(Estimator):

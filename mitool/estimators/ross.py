@@ -20,10 +20,10 @@ from functools import partial
 import numpy as np
 
 from mitool import checks
-from mitool.estimators.base import Estimate, Estimator, EstimatorSettings
+from mitool.estimators.base import Estimate, Estimator
 from mitool.estimators.discrete import category_codes
 from mitool.estimators.preparation import standardise
-from mitool.estimators.subsets import subset_estimate
+from mitool.estimators.subsets import SubsetSettings, subset_estimate
 from mitool.settings import setting
 
 __all__ = ["Ross", "ross_mi"]
@@ -61,12 +61,8 @@ def ross_mi(x: np.ndarray, y: np.ndarray, k: int = 3) -> float:
 
 
 @dataclass(frozen=True)
-class RossSettings(EstimatorSettings):
+class RossSettings(SubsetSettings):
     k: int = setting(3, "Neighbours (scikit-learn's default).", partial(checks.whole_number, minimum=1))
-    subsets: int = setting(
-        10, "Disjoint subsets for the standard error.", partial(checks.whole_number, minimum=2)
-    )
-    level: float = setting(0.95, "Confidence level of the interval.", checks.fraction)
 
 
 class Ross(Estimator):

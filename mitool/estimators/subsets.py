@@ -14,14 +14,27 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from mitool import checks
-from mitool.estimators.base import Estimate, Estimator, Progress, normal_interval
+from mitool.estimators.base import Estimate, Estimator, EstimatorSettings, Progress, normal_interval
+from mitool.settings import setting
 
-__all__ = ["refuse_ties", "subsample_values", "subset_estimate", "tied_rows"]
+__all__ = ["SubsetSettings", "refuse_ties", "subsample_values", "subset_estimate", "tied_rows"]
+
+
+@dataclass(frozen=True)
+class SubsetSettings(EstimatorSettings):
+    """The settings every estimator with an interval from disjoint subsets has (its own add to them)."""
+
+    subsets: int = setting(
+        10, "Disjoint subsets for the standard error.", partial(checks.whole_number, minimum=2)
+    )
+    level: float = setting(0.95, "Confidence level of the interval.", checks.fraction)
 
 
 def subsample_values(
