@@ -325,3 +325,21 @@ def test_the_json_value_has_one_name_in_json_and_python(tmp_path) -> None:
 
     value = estimate(x, np.load(tmp_path / "y.npy")).value
     assert record["value"] == pytest.approx(value) and record["estimate"] == record["value"]
+
+
+def test_ksg_reports_its_progress_from_the_first_subset_and_ends_with_its_value() -> None:
+    """The progress that gives a time estimate: after the first of the ten subsets, and the value last."""
+    from mitool.estimate import estimate
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(20_000, 1))
+    calls: list[tuple[int, int, float]] = []
+    result = estimate(x, x + rng.normal(size=(20_000, 1)), progress=lambda *call: calls.append(call))
+    assert result.estimator == "ksg" and [done for done, _, _ in calls] == [*range(1, 11), 30]
+    assert {total for _, total, _ in calls} == {30} and calls[-1][2] == result.value
+
+
+def test_the_synthetic_images_knn_says_it_is_a_smoke_test() -> None:
+    from mitool.vision.choices import smoke_test_note
+
+    assert "smoke test" in smoke_test_note("synthetic") and smoke_test_note("fashion-mnist") == ""

@@ -142,3 +142,14 @@ def test_a_cell_stopped_in_its_third_stage_goes_on_from_the_second_exactly(tmp_p
         assert again.diverged_step == whole.diverged_step
         np.testing.assert_array_equal(again.estimates, whole.estimates)
         np.testing.assert_array_equal(again.grad_norms, whole.grad_norms)
+
+
+def test_the_progress_shows_an_estimate_only_once_there_is_one() -> None:
+    """Not the untrained step-0 value: the first report comes after 50 steps, with their mean."""
+    settings = ToySettings(**{**TINY.as_dict(), "steps_per_stage": 60})
+    calls: list[tuple[int, float]] = []
+    (record,) = train_vectorised(
+        [RunSpec("infonce", "separable", 5, 0)], settings, progress=lambda *c: calls.append(c)
+    )
+    assert [step for step, _ in calls] == [50, 100]
+    assert calls[0][1] == pytest.approx(np.mean(record.estimates[:50]), abs=1e-6)
