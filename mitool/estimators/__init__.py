@@ -53,7 +53,7 @@ DEFAULTS: dict[str, Default] = {
     "discrete": Default("plugin"),
     "discrete-y": Default("ross"),
     "ties": Default("atoms"),
-    "conditional": Default("frenzel-pompe"),
+    "conditional": Default("neural-chain"),
 }
 """The estimator for each kind of data when none is asked for (docs/mi-benchmark.md: how each was chosen)."""
 
