@@ -35,7 +35,7 @@ import numpy as np
 
 from mitool import checks, estimators
 from mitool.estimators.base import DivergenceError, Estimate, Progress, as_rows, normal_interval, one_by_one
-from mitool.estimators.subsets import tied_rows
+from mitool.estimators.subsets import distinct_rows, tied_rows
 
 __all__ = [
     "Automatic",
@@ -64,7 +64,7 @@ def is_discrete(rows: np.ndarray) -> bool:
     """Whole numbers with at most max(2, floor(sqrt(n))) distinct rows: the ``auto`` rule."""
     if not np.all(rows == np.round(rows)):
         return False
-    return len(np.unique(rows, axis=0)) <= max(2, math.isqrt(len(rows)))
+    return distinct_rows(rows) <= max(2, math.isqrt(len(rows)))
 
 
 def _declared(discrete: str) -> set[str] | None:
@@ -87,7 +87,7 @@ def _discrete_sides(discrete: str, parts: dict[str, np.ndarray | None]) -> tuple
             continue
         if declared is None:
             sides[name] = is_discrete(rows)
-            distinct = len(np.unique(rows, axis=0))
+            distinct = distinct_rows(rows)
             kind = "discrete" if sides[name] else "continuous"
             notes.append(f"{name}: {kind} ({distinct} distinct values in {len(rows)} rows, by the auto rule)")
         else:

@@ -141,3 +141,18 @@ def test_ksg_refuses_tied_data_and_points_to_the_mixture_estimator() -> None:
     counts = rng.poisson(4.0, size=(500, 1)).astype(float)
     with pytest.raises(ParameterError, match="^x has .* rows that repeat .* use estimator='mixed-ksg'"):
         estimators.get("ksg").estimate(counts, counts + rng.poisson(2.0, size=(500, 1)))
+
+
+def test_the_subsets_of_large_data_give_the_standard_error_of_the_subsets_that_cover_it() -> None:
+    """Beyond 10 x 5000 pairs the subsets are 5000 pairs each, their spread scaled by sqrt(5000 / n):
+    the same standard error as ten subsets covering the data, within the noise of a spread of ten."""
+    from mitool import estimators
+
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(200_000, 1))
+    y = x + rng.normal(size=(200_000, 1))
+    capped = estimators.get("ksg").estimate(x, y).stderr
+    covering = np.std(
+        [ksg(x[rows], y[rows]) for rows in np.array_split(rng.permutation(200_000), 10)], ddof=1
+    )
+    assert 0.4 < capped / (covering / np.sqrt(10)) < 2.5

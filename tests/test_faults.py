@@ -335,8 +335,9 @@ def test_ksg_reports_its_progress_from_the_first_subset_and_ends_with_its_value(
     x = rng.normal(size=(20_000, 1))
     calls: list[tuple[int, int, float]] = []
     result = estimate(x, x + rng.normal(size=(20_000, 1)), progress=lambda *call: calls.append(call))
-    assert result.estimator == "ksg" and [done for done, _, _ in calls] == [*range(1, 11), 30]
-    assert {total for _, total, _ in calls} == {30} and calls[-1][2] == result.value
+    steps = [2000 * subset for subset in range(1, 11)]  # ten subsets of 2000 pairs, then all 20000 (as 40000)
+    assert result.estimator == "ksg" and [done for done, _, _ in calls] == [*steps, 60_000]
+    assert {total for _, total, _ in calls} == {60_000} and calls[-1][2] == result.value
 
 
 def test_the_synthetic_images_knn_says_it_is_a_smoke_test() -> None:

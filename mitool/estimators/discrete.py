@@ -30,6 +30,8 @@ __all__ = ["PlugIn", "category_codes", "plugin_mi"]
 
 def category_codes(rows: np.ndarray) -> np.ndarray:
     """Each row's category as an integer 0 .. m - 1 (equal rows, equal codes)."""
+    if rows.shape[1] == 1:
+        return np.unique(rows[:, 0], return_inverse=True)[1].reshape(-1)
     return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
 
 

@@ -1,10 +1,11 @@
 """What the estimators that train nothing share: an interval from disjoint subsets of the pairs,
 and the count of tied rows (repeated values), which k-NN estimators of continuous data must refuse.
 
-Standard error by subsampling: the estimator on m disjoint random subsets of n / m pairs gives m
-values v_j; since the variance of these estimators falls like 1/n, the standard error of the
-estimate on all n pairs is std(v) / sqrt(m), and the interval is Student's t with m - 1 degrees of
-freedom (the standard deviation of m values). It covers the sampling noise of the pairs, not the
+Standard error by subsampling: the estimator on m disjoint random subsets of s pairs each
+(s = n / m, at most 5000) gives m values v_j; since the variance of these estimators falls like
+1/n, the standard error of the estimate on all n pairs is std(v) sqrt(s / n) (std(v) / sqrt(m) when
+the subsets cover the data), and the interval is Student's t with m - 1 degrees of freedom (the
+standard deviation of m values). It covers the sampling noise of the pairs, not the
 estimator's bias. (The bootstrap would repeat points, which are zero-distance neighbours for the
 k-NN estimators.)
 """
@@ -24,7 +25,14 @@ from mitool import checks
 from mitool.estimators.base import Estimate, Estimator, EstimatorSettings, Progress, normal_interval
 from mitool.settings import setting
 
-__all__ = ["SubsetSettings", "refuse_ties", "subsample_values", "subset_estimate", "tied_rows"]
+__all__ = [
+    "SubsetSettings",
+    "distinct_rows",
+    "refuse_ties",
+    "subsample_values",
+    "subset_estimate",
+    "tied_rows",
+]
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,16 @@ class SubsetSettings(EstimatorSettings):
     level: float = setting(0.95, "Confidence level of the interval.", checks.fraction)
 
 
+SUBSET_MAX = 5000
+"""The most pairs in one subset: beyond, the subsets are a random part of the data (their spread,
+scaled by sqrt(size / n), is the same estimate of the standard error at a fraction of the cost)."""
+
+
+def subset_size(n: int, subsets: int) -> int:
+    """Pairs per subset: n / subsets, at most :data:`SUBSET_MAX`."""
+    return min(n // subsets, SUBSET_MAX)
+
+
 def subsample_values(
     function: Callable[..., float],
     parts: tuple[np.ndarray, ...],
@@ -44,11 +62,12 @@ def subsample_values(
     seed: int,
     done: Callable[[int], None] | None = None,
 ) -> np.ndarray:
-    """``function(*parts)`` on ``subsets`` disjoint random subsets of the rows; ``done(j)`` after
-    the j-th."""
+    """``function(*parts)`` on ``subsets`` disjoint random subsets of :func:`subset_size` rows each;
+    ``done(j)`` after the j-th."""
     order = np.random.default_rng(seed).permutation(len(parts[0]))
+    size = subset_size(len(order), subsets)
     values = []
-    for rows in np.array_split(order, subsets):
+    for rows in np.array_split(order[: size * subsets], subsets):
         values.append(function(*(part[rows] for part in parts)))
         if done is not None:
             done(len(values))
@@ -71,22 +90,22 @@ def subset_estimate(
     """The :class:`Estimate` of ``function(x, y[, z])`` on all pairs with the Student-t interval from
     ``subsets`` disjoint subsets (fewer when the data are too small: each subset keeps at least the
     estimator's minimum of pairs; no interval below two subsets). The subsets come first, so that
-    ``progress(done, total, nan)`` after each (the estimate on all pairs counts as much as all the
-    subsets together, twice: it costs about that at n log n) gives an estimate of the time after the
-    first."""
+    ``progress(done, total, nan)`` after each, in pairs (the estimate on all n pairs counted as 2n),
+    gives an estimate of the time after the first."""
     start = time.perf_counter()
     parts = (x, y) if z is None else (x, y, z)
     needed = estimator.minimum_pairs(*(part.shape[1] for part in parts))
     used = min(subsets, len(x) // max(needed, 1))
-    total = 3 * max(used, 1)
-    done = None if progress is None else (lambda subset: progress(subset, total, math.nan))
+    size = subset_size(len(x), max(used, 1))
+    total = used * size + 2 * len(x)  # in pairs: the estimate on all of them costs about twice theirs
+    done = None if progress is None else (lambda subset: progress(subset * size, total, math.nan))
     if used >= 2:
         values = subsample_values(function, parts, used, seed, done)
     value = float(function(*parts))
     if progress is not None:
         progress(total, total, value)
     if used >= 2:
-        stderr = float(values.std(ddof=1) / math.sqrt(used))
+        stderr = float(values.std(ddof=1) * math.sqrt(size / len(x)))
         low, high = normal_interval(value, stderr, level, degrees=used - 1)
         interval = (f"Student-t interval from {used} disjoint subsets (sampling noise of the pairs; not the "
                     "estimator's bias)")  # fmt: skip
@@ -100,9 +119,17 @@ def subset_estimate(
     )  # fmt: skip
 
 
+def distinct_rows(rows: np.ndarray) -> int:
+    """The number of distinct rows of ``rows`` (n, d); one column by a sort of its values (numpy's
+    unique over rows is five times slower)."""
+    if rows.shape[1] == 1:
+        return int(len(rows) and 1 + np.count_nonzero(np.diff(np.sort(rows[:, 0]))))
+    return len(np.unique(rows, axis=0))
+
+
 def tied_rows(*arrays: np.ndarray) -> int:
     """The most rows, over ``arrays`` (each (n, d)), that repeat an earlier row of the same array."""
-    return max(len(array) - len(np.unique(array, axis=0)) for array in arrays)
+    return max(len(array) - distinct_rows(array) for array in arrays)
 
 
 def refuse_ties(estimator: str, **arrays: np.ndarray | None) -> None:
