@@ -12,7 +12,7 @@ on a 2-core CPU, about 1 s all-pairs). Both give the same counts (tested).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -90,25 +90,53 @@ def kth_distances(points: np.ndarray, k: int) -> np.ndarray:
     return distances[:, k]
 
 
+def _first(
+    low: np.ndarray, high: np.ndarray, beyond: Callable[[np.ndarray, np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """For each i, the first index in [low_i, high_i] where ``beyond(index, i)`` holds (it holds from
+    there on): a vectorised binary search."""
+    rows = np.arange(len(low))
+    while np.any(low < high):
+        middle = (low + high) // 2
+        holds = beyond(middle, rows) & (low < high)
+        high = np.where(holds, middle, high)
+        low = np.where(holds | (low >= high), low, middle + 1)
+    return low
+
+
+def _edge(guess: np.ndarray, low: np.ndarray, high: np.ndarray, beyond: Callable) -> np.ndarray:
+    """:func:`_first` in [low, high], searched first within 2 of ``guess`` (searchsorted's answer,
+    off at most by rounding), the whole range only where that window does not bracket it."""
+    near_low, near_high = np.clip(guess - 2, low, high), np.clip(guess + 2, low, high)
+    rows = np.arange(len(guess))
+    bracketed = ((near_high == high) | beyond(near_high, rows)) & (
+        (near_low == low) | ~beyond(np.maximum(near_low - 1, 0), rows)
+    )
+    found = _first(near_low, near_high, beyond)
+    wide = np.flatnonzero(~bracketed)
+    if len(wide):
+        found[wide] = _first(low[wide], high[wide], lambda index, sub: beyond(index, wide[sub]))
+    return found
+
+
 def _counts_within_sorted(values: np.ndarray, reach: np.ndarray) -> np.ndarray:
     """counts_within for one coordinate: the points within ``reach`` of value i form a run of the
-    sorted values, found by a binary search for each end on the same float test as the trees',
-    |x_j - x_i| <= reach_i (floating-point subtraction is monotone, so the test splits the sorted
-    values at one place on each side). O(n log n), about 20 vectorised passes for 10^6 points."""
+    sorted values; each end is where the trees' own float test, |x_j - x_i| <= reach_i, changes
+    (floating-point subtraction is monotone), found near searchsorted's guess. O(n log n)."""
     ordered = np.sort(values)
+    last = len(ordered) - 1
     start = np.searchsorted(ordered, values, "left")  # the first value >= x_i
 
-    def first(low: np.ndarray, high: np.ndarray, beyond) -> np.ndarray:
-        """The first index in [low, high] where beyond(index) holds (it holds from there on)."""
-        while np.any(low < high):
-            middle = (low + high) // 2
-            holds = beyond(np.minimum(middle, len(ordered) - 1)) & (low < high)
-            high = np.where(holds, middle, high)
-            low = np.where(holds | (low >= high), low, middle + 1)
-        return low
+    def after(index: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return ordered[np.minimum(index, last)] - values[rows] > reach[rows]
 
-    end = first(start, np.full_like(start, len(ordered)), lambda j: ordered[j] - values > reach)
-    begin = first(np.zeros_like(start), start, lambda j: values - ordered[j] <= reach)
+    def inside(index: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return values[rows] - ordered[np.minimum(index, last)] <= reach[rows]
+
+    end = _edge(
+        np.searchsorted(ordered, values + reach, "right"), start, np.full_like(start, len(ordered)), after
+    )
+    begin = _edge(np.searchsorted(ordered, values - reach, "left"), np.zeros_like(start), start, inside)
     return end - begin - 1
 
 
