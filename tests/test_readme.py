@@ -134,7 +134,8 @@ def test_every_readme_command_runs_as_shown(tmp_path, monkeypatch):
     assert {command[0] for command in commands} >= {"estimate", "benchmark", "toy", "vision"}
     for command in commands:
         if "--suite" in command and command[command.index("--suite") + 1] == "bmi":
-            command = [*command, "--tasks", "1v1-normal-0.75", "--seeds", "1"]
+            at = command.index("--suite")
+            command = [*command[:at], *command[at + 2 :], "--tasks", "1v1-normal-0.75", "--seeds", "1"]
         result = subprocess.run([sys.executable, "-m", "mitool.cli.main", *command], capture_output=True,
                                 text=True, timeout=600)  # fmt: skip
         assert result.returncode == 0, (command, result.stderr[-2000:])

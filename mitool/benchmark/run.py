@@ -317,7 +317,9 @@ def plan_from_names(
     """A :class:`Plan` from names: ``tasks`` (any suite's task names) or the suite ``suite_name``
     (the main suite when both are None), seeds 0 .. seeds - 1."""
     if tasks and suite_name:
-        raise checks.ParameterError("tasks", "and suite exclude each other: give one of them")
+        raise checks.ParameterError(
+            "tasks", "and {=suite_name} exclude each other: give one of them", ("suite_name",)
+        )
     chosen = [suites.get_task(name) for name in tasks] if tasks else suites.suite(suite_name or "main")
     checks.whole_number("seeds", seeds, 1)
     return Plan(
