@@ -43,17 +43,21 @@ def _entropy(codes: np.ndarray, correction: bool) -> float:
     return value + ((len(counts) - 1) / (2 * n) if correction else 0.0)
 
 
+def table_codes(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The category codes of x, of y and of the pair (x, y) of each row."""
+    codes_x, codes_y = category_codes(x), category_codes(y)
+    return codes_x, codes_y, codes_x * (codes_y.max() + 1) + codes_y
+
+
 def plugin_mi(x: np.ndarray, y: np.ndarray, correction: bool = True) -> float:
     """I(X; Y) in nats of the joint table of the rows' categories (Miller-Madow with ``correction``)."""
-    codes_x, codes_y = category_codes(x), category_codes(y)
-    joint = codes_x * (codes_y.max() + 1) + codes_y
+    codes_x, codes_y, joint = table_codes(x, y)
     return float(_entropy(codes_x, correction) + _entropy(codes_y, correction) - _entropy(joint, correction))
 
 
 def pointwise_log_ratios(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """log p(x_i, y_i) / (p(x_i) p(y_i)) of each pair with the plug-in probabilities."""
-    codes_x, codes_y = category_codes(x), category_codes(y)
-    joint = codes_x * (codes_y.max() + 1) + codes_y
+    codes_x, codes_y, joint = table_codes(x, y)
     n = len(codes_x)
     p_xy, p_x, p_y = (np.bincount(codes)[codes] / n for codes in (joint, codes_x, codes_y))
     return np.log(p_xy) - np.log(p_x) - np.log(p_y)
@@ -80,7 +84,8 @@ class PlugIn(Estimator):
         ratios = pointwise_log_ratios(x, y)
         stderr = float(ratios.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
         low, high = normal_interval(value, stderr, self.settings.level)
-        cells = len(np.unique(np.hstack([x, y]), axis=0))
+        codes_x, codes_y, joint = table_codes(x, y)
+        cells = int(np.count_nonzero(np.bincount(joint)))
         notes = ()
         if cells > n / 5:
             notes = (
@@ -101,8 +106,8 @@ class PlugIn(Estimator):
             notes=notes,
             details={
                 "cells": cells,
-                "categories_x": len(np.unique(x, axis=0)),
-                "categories_y": len(np.unique(y, axis=0)),
+                "categories_x": int(codes_x.max()) + 1,
+                "categories_y": int(codes_y.max()) + 1,
             },
         )
 

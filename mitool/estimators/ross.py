@@ -22,6 +22,7 @@ import numpy as np
 from mitool import checks
 from mitool.estimators.base import Estimate, Estimator
 from mitool.estimators.discrete import category_codes
+from mitool.estimators.neighbours import counts_within
 from mitool.estimators.preparation import standardise
 from mitool.estimators.subsets import SubsetSettings, subset_estimate
 from mitool.settings import setting
@@ -54,7 +55,7 @@ def ross_mi(x: np.ndarray, y: np.ndarray, k: int = 3) -> float:
         distances, _ = cKDTree(x[members]).query(x[members], k=neighbours + 1, p=np.inf)
         radius[members] = distances[:, neighbours]
         own_k[members], class_size[members] = neighbours, len(members)
-    counts = np.asarray(cKDTree(x).query_ball_point(x, radius, p=np.inf, return_length=True)) - 1
+    counts = counts_within(x, radius, strict=False)
     return float(
         digamma(n) - np.mean(digamma(class_size)) + np.mean(digamma(own_k)) - np.mean(digamma(counts))
     )
