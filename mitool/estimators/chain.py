@@ -2,10 +2,11 @@
 
     I(X; Y | Z) = I(X; (Y, Z)) - I(X; Z),
 
-each term the default neural estimate (:mod:`mitool.estimators.neural`) with the same split of the
-pairs and the same seed. Each term is a lower bound up to sampling, so the difference is an
-estimate, not a bound (the errors of the two terms add, and cancel where they share a bias: both
-critics see the same X, and the Gaussian base captures the linear part of both). Its interval
+each term an InfoNCE estimate with the settings of :mod:`mitool.estimators.neural` (one critic
+each by default) on the same split of the pairs, with the same seed. Each term is a lower bound
+up to sampling, so the difference is an estimate, not a bound (the errors of the two terms add,
+and cancel where they share a bias: both critics see the same X, and the Gaussian base captures
+the linear part of both). Its interval
 combines the two terms' (their covariance left out)."""
 
 from __future__ import annotations
