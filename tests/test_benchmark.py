@@ -114,7 +114,7 @@ def test_command_line_bad_input(tmp_path: Path) -> None:
     cases = [
         (["--estimators", "magic"], "Error: --estimators has an unknown estimator 'magic'"),
         (["--tasks", "no-such"], "Error: --tasks must be one of"),
-        (["--tasks", "normal-dense-2x2", "--suite", "quick"], "Error: --tasks and --suite exclude each other"),
+        (["--tasks", "normal-dense-2x2", "--suite", "quick"], "Error: --tasks and --suite exclude"),
         (["--sizes", "1,x"], "Error: --sizes must be comma-separated whole numbers"),
         (["--seeds", "0"], "Error: --seeds must be a whole number >= 1"),
         (["--estimators", "ksg,ksg"], "Error: --estimators may list each value once"),
