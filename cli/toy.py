@@ -20,7 +20,14 @@ from mitool.cli.common import log_line, progress_reporter, resumable_run
 from mitool.cli.errors import FriendlyGroup
 from mitool.cli.options import given_options, option_specs, settings_options
 from mitool.figures import FORMATS
-from mitool.toy.config import DEMO_CRITICS, DEMO_STEPS_PER_STAGE, RUN_NEGATIVES, ToySettings
+from mitool.toy.config import (
+    DEMO_CRITICS,
+    DEMO_HIDDEN,
+    DEMO_NEGATIVES,
+    DEMO_STEPS_PER_STAGE,
+    RUN_NEGATIVES,
+    ToySettings,
+)
 from mitool.toy.study import Grid
 
 __all__ = ["toy"]
@@ -149,7 +156,7 @@ def sweep_command(context: click.Context, out: str, file_format: str, quiet: boo
 @click.option("--out", default="runs/demo", show_default=True, help="Output directory (a rerun resumes).")
 @click.option(
     "--steps-per-stage", type=int, default=DEMO_STEPS_PER_STAGE, show_default=True,
-    help="Shortened from the protocol's 4000 to fit in about 3 minutes on 2 cores.",
+    help="Shortened from the protocol's 4000 to fit `make demo` in 3 minutes on 2 cores.",
 )  # fmt: skip
 @click.option("--device", default="cpu", show_default=True, help="torch device.")
 @click.option(
@@ -162,12 +169,13 @@ def sweep_command(context: click.Context, out: str, file_format: str, quiet: boo
 def demo_command(
     out: str, steps_per_stage: int, device: str, processes: int | None, file_format: str, quiet: bool
 ) -> None:
-    """The default study, one command: the bounds infonce, eqco, dcl, nwj with the separable and
-    the cosine critic, K = 4, 16, 64, 256, 1024, the 2-4-6-8-10 nat staircase, 3 seeds, steps per
-    stage shortened (see --steps-per-stage).
+    """The default study, shortened to a few minutes: the bounds infonce, eqco, dcl, nwj with the
+    separable and the cosine critic (MLPs 128 wide), K = 4, 16, 64, 256, the 2-4-6-8-10 nat
+    staircase, 3 seeds, steps per stage shortened (see --steps-per-stage).
 
-    The same as `mitool toy sweep --critic separable,cosine --seeds 3 --steps-per-stage N --out OUT`,
-    shared by a process per free core.
+    The same as `mitool toy sweep --critic separable,cosine --negatives 4,16,64,256 --hidden 128
+    --seeds 3 --steps-per-stage N --out OUT`, shared by a process per free core; `toy sweep` with its
+    defaults runs the full protocol (K up to 1024, 4000 steps per stage).
     """
     from mitool import checks
     from mitool.cli.common import program_words
@@ -175,10 +183,11 @@ def demo_command(
     from mitool.runtime import free_cores, set_threads_to_free_cores
 
     count = 1 if device != "cpu" else checks.whole_number("processes", processes or min(free_cores(), 4), 1)
-    settings = ToySettings(steps_per_stage=steps_per_stage, device=device)
+    settings = ToySettings(steps_per_stage=steps_per_stage, device=device, hidden=DEMO_HIDDEN)
     with local_ranks(count, [*program_words(), *sys.argv[1:]]):
         set_threads_to_free_cores()
-        written = _run_sweep(out, Grid(critics=DEMO_CRITICS, seeds=3), settings, quiet, file_format)
+        grid = Grid(critics=DEMO_CRITICS, negatives=DEMO_NEGATIVES, seeds=3)
+        written = _run_sweep(out, grid, settings, quiet, file_format)
     if written:
         figures = ", ".join(f"{name}.{file_format}" for name in ("bias_vs_k", "std_vs_k", "gradnorm_vs_k"))
         click.echo(f"demo results in {Path(out)}: summary.csv, {figures}")

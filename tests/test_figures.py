@@ -50,6 +50,28 @@ def test_benchmark_figures_are_legible(draw) -> None:
         pyplot().close(figure)
 
 
+def test_wrapped_breaks_long_names_after_their_separators() -> None:
+    name = "infonce:ensemble=1:radial=false:activation=relu:hidden=256:hidden_layers=2:base=none"
+    lines = figures.wrapped(name, 36).splitlines()
+    assert "".join(lines) == name and all(len(line) <= 36 for line in lines) and len(lines) == 3
+    assert figures.wrapped("default", 3) == "default"  # a part longer than the width keeps its line
+
+
+@pytest.mark.parametrize("draw", [figures.figure_errors, figures.figure_heatmap])
+def test_long_estimator_names_keep_the_saved_figure_within_a_page(draw, tmp_path) -> None:
+    """Saved with a tight bounding box, a legend or column labels of long names once widened the
+    errors figure to 11.5 in and overlapped the heatmap's labels."""
+    long_names = {
+        "ksg": "infonce:ensemble=1:radial=false:activation=relu:hidden=256:hidden_layers=2:base=none",
+        "default": "default:ensemble=1:folds=3",
+    }
+    rows = [{**row, "estimator": long_names[row["estimator"]]} for row in _rows()]
+    (table,) = figures._by_size(rows).values()
+    path = figures.save(draw(table, 500), tmp_path / "figure.png", dpi=100)
+    image = pyplot().imread(path)
+    assert image.shape[1] <= PAGE_WIDTH * 100 + 2
+
+
 def test_the_error_axis_ends_near_the_data() -> None:
     (table,) = figures._by_size(_rows()).values()
     figure = figures.figure_errors(table, 500)

@@ -324,15 +324,26 @@ def test_a_real_signal_stops_the_sweep_with_one_line_on_how_to_resume(tmp_path: 
 
 def test_the_demo_shared_by_two_processes_gives_the_results_of_one(tmp_path: Path) -> None:
     """`toy demo` runs a process per free core (each one thread); the cells and their seeds fix the
-    results, so two processes write what one writes. Run as a user runs it: a real second process."""
+    results, so two processes write what one writes, and what the sweep its help names writes. Run
+    as a user runs it: real second processes."""
     import subprocess
     import sys
 
+    from mitool.toy.config import DEMO_NEGATIVES
+
     outs = {count: tmp_path / f"demo{count}" for count in (1, 2)}
+    program = [sys.executable, "-m", "mitool.cli.main", "toy"]
     for count, out in outs.items():
-        command = [sys.executable, "-m", "mitool.cli.main", "toy", "demo", "--steps-per-stage", "3",
-                   "--processes", str(count), "--quiet", "--out", str(out)]  # fmt: skip
+        command = [*program, "demo", "--steps-per-stage", "3", "--processes", str(count), "--quiet",
+                   "--out", str(out)]  # fmt: skip
         finished = subprocess.run(command, capture_output=True, text=True, timeout=600)
         assert finished.returncode == 0, finished.stderr
-    assert len(rows(outs[1] / "summary.csv")) == 4 * 2 * 5 * 5  # bounds x critics x K x stages
-    assert without_rate(rows(outs[2] / "summary.csv")) == without_rate(rows(outs[1] / "summary.csv"))
+    sweep = [*program, "sweep", "--critic", "separable,cosine", "--negatives", "4,16,64,256",
+             "--hidden", "128", "--seeds", "3", "--steps-per-stage", "3", "--quiet",
+             "--out", str(tmp_path / "sweep")]  # fmt: skip
+    finished = subprocess.run(sweep, capture_output=True, text=True, timeout=600)
+    assert finished.returncode == 0, finished.stderr
+    one = without_rate(rows(outs[1] / "summary.csv"))
+    assert len(one) == 4 * 2 * len(DEMO_NEGATIVES) * 5  # bounds x critics x K x stages
+    assert without_rate(rows(outs[2] / "summary.csv")) == one
+    assert without_rate(rows(tmp_path / "sweep" / "summary.csv")) == one

@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 from mitool.toy.config import (
     DEFAULT_ALPHA,
     DEMO_ESTIMATORS,
-    DEMO_NEGATIVES,
     MAX_NEGATIVES,
+    STUDY_NEGATIVES,
     RunSpec,
     ToySettings,
     check_negatives,
@@ -128,7 +128,7 @@ class Grid(Settings):
         flag="--critic",
     )
     negatives: tuple[int, ...] = setting(
-        DEMO_NEGATIVES, f"K, negatives per anchor (1 to {MAX_NEGATIVES}).", _negatives
+        STUDY_NEGATIVES, f"K, negatives per anchor (1 to {MAX_NEGATIVES}).", _negatives
     )
     alpha: float = setting(
         DEFAULT_ALPHA, "EqCo's alpha (> 0), the same for every K: its estimate is capped at log(alpha + 1).",

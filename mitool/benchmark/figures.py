@@ -215,6 +215,18 @@ def short_labels(names: Sequence[str]) -> list[str]:
     return ["-".join(w[start : len(w) - end]) for w in words]
 
 
+def wrapped(name: str, width: int) -> str:
+    """An estimator's name broken after its ':' separators into lines of at most ``width``
+    characters where it can be ("infonce:ensemble=1:radial=false" at 20 ->
+    "infonce:ensemble=1:\nradial=false"); a part longer than ``width`` keeps a line of its own."""
+    lines = [""]
+    for part in name.replace(":", ":\0").split("\0"):
+        if lines[-1] and len(lines[-1]) + len(part) > width:
+            lines.append("")
+        lines[-1] += part
+    return "\n".join(lines)
+
+
 def figure_errors(table: _Table, n: int) -> plt.Figure:
     """One panel per family, at a page's width (two columns; fonts of 8 pt): each task's mean error
     over the seeds (estimate minus truth, nats; the bar spans the seeds' lowest to highest), one
@@ -233,12 +245,15 @@ def figure_errors(table: _Table, n: int) -> plt.Figure:
         )  # fmt: skip
         for axis, (family, tasks) in zip(axes[:, 0], families.items(), strict=True):
             _family_panel(axis, table, family, tasks, limits)
+        labels = [wrapped(e, _LEGEND_WIDTH) for e in table.estimators]
         handles = [
-            plot.Line2D([], [], marker=_MARKERS[k % len(_MARKERS)], color=f"C{k}", linestyle="", label=e)
-            for k, e in enumerate(table.estimators)
+            plot.Line2D([], [], marker=_MARKERS[k % len(_MARKERS)], color=f"C{k}", linestyle="", label=label)
+            for k, label in enumerate(labels)
         ]
-        axes[0, 0].legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.35), ncol=3, frameon=False,
-                          borderaxespad=0, handletextpad=0.2, columnspacing=0.8)  # fmt: skip
+        longest = max(len(line) for label in labels for line in label.splitlines())
+        columns = max(1, min(3, _LEGEND_WIDTH * 2 // (longest + 4)))
+        axes[0, 0].legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.35), ncol=columns,
+                          frameon=False, borderaxespad=0, handletextpad=0.2, columnspacing=0.8)  # fmt: skip
         axes[-1, 0].set_xlabel(f"estimate − true MI (nats), n = {n}")
         axes[-1, 0].set_xlim(*limits)
         figure.tight_layout(h_pad=0.4)
@@ -247,6 +262,10 @@ def figure_errors(table: _Table, n: int) -> plt.Figure:
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 _REACH = 0.6
+_LEGEND_WIDTH = 36
+"""Characters of an estimator's name on one line of the errors figure's legend and of the heatmap's
+column labels; the legend has as many columns (at most 3) as fit twice this width, the room beside
+the task labels at 8 pt."""
 """The error axis ends at the means' range, at most +-0.6 nats; a mean beyond is drawn hollow at the edge."""
 
 
@@ -293,8 +312,13 @@ def figure_heatmap(table: _Table, n: int) -> plt.Figure:
             text = "n/a" if math.isnan(value) else f"{value:+.2f}" + ("•" if missed else "")
             colour = "white" if abs(value) > 0.3 else "black"
             axis.text(column, row, text, ha="center", va="center", color=colour)
-        axis.set_xticks(range(len(table.estimators)), table.estimators)
+        labels = [wrapped(e, _LEGEND_WIDTH) for e in table.estimators]
+        axis.set_xticks(range(len(table.estimators)), labels)
         axis.xaxis.tick_top()
+        if max(len(line) for label in labels for line in label.splitlines()) > 10:  # wider than a column
+            axis.tick_params(axis="x", labelrotation=45)
+            for label in axis.get_xticklabels():
+                label.set(ha="left", rotation_mode="anchor")
         axis.set_yticks(range(len(table.tasks)), table.tasks)
         figure.colorbar(image, ax=axis, fraction=0.05, pad=0.02, label=f"mean error (nats), n = {n}")
     return figure
