@@ -12,8 +12,9 @@ $(PY):
 # pip compiles the installed files one at a time (38 of its 101 s for torch's 5.5 GB); compileall
 # does it on every core (20 s on two), and the bytecode stays: without it each start of Python
 # recompiles torch's modules where PYTHONDONTWRITEBYTECODE is set (12 s instead of 5 s to import).
+# As with pip, a file that does not compile is skipped (torch ships one in Python 3.12 syntax).
 INSTALL = $(PY) -m pip install --quiet --no-compile
-COMPILE = $(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null
+COMPILE = $(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 
 $(VENV)/.installed: pyproject.toml | $(PY)
 	$(INSTALL) -e .
