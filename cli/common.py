@@ -67,20 +67,48 @@ def progress_reporter(bar: Progress) -> Callable[..., None]:
 
 class EstimateProgress:
     """An estimator's progress callback ``(done, total, value)`` drawn as a bar made at the first
-    call (an estimator that reports nothing shows none); ``close()`` at the end."""
+    call (an estimator that reports nothing shows none); ``close()`` at the end. Without the bar
+    (--quiet), a run that will take more than :data:`LONG_RUN_SECONDS` says so in one line on
+    stderr at its second report: the time so far plus what is left at the rate between the first
+    two reports (KSG reports after each subset; a neural estimate gives its most, as early stopping
+    may end it sooner)."""
 
     def __init__(self, label: str, enabled: bool) -> None:
+        import time
+
         self.label, self.enabled, self.bar = label, enabled, None
+        self.started, self.stated, self.first = time.perf_counter(), enabled, None
 
     def __call__(self, done: int, total: int, value: float) -> None:
         if self.bar is None:
             self.bar = Progress(total, self.label, enabled=self.enabled)
         note = f"latest value {value:.3f} nats" if math.isfinite(value) else ""
         self.bar.set_done(min(done, total), note)
+        if not self.stated and 0 < done < total:
+            self._state_the_time(done, total)
+
+    def _state_the_time(self, done: int, total: int) -> None:
+        import time
+
+        now = time.perf_counter()
+        if self.first is None or done <= self.first[1]:
+            self.first = (now, done)
+            return
+        self.stated = True
+        seconds_per_unit = (now - self.first[0]) / (done - self.first[1])
+        elapsed = now - self.started
+        expected = elapsed + seconds_per_unit * (total - done)
+        if expected > LONG_RUN_SECONDS:
+            log_line(f"{self.label}: expected to take about {expected:.0f} s ({done} of {total} units done "
+                     f"in {elapsed:.0f} s)")  # fmt: skip
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+LONG_RUN_SECONDS = 10.0
+"""An estimate expected to take longer says so even under --quiet."""
 
 
 def program_words() -> list[str]:

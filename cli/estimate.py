@@ -61,7 +61,11 @@ def estimator_help() -> str:
     "--json", "as_json", is_flag=True,
     help="Print one JSON object instead of a sentence (the value under 'value', also under 'estimate').",
 )  # fmt: skip
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option(
+    "--quiet",
+    is_flag=True,
+    help="No progress bar (a run of more than 10 s still says how long, in one line).",
+)
 @click.pass_context
 def estimate_command(
     context: click.Context, x: str, y: str, z: str | None, estimator: str | None, discrete: str,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import signal
 import subprocess
@@ -335,9 +336,36 @@ def test_ksg_reports_its_progress_from_the_first_subset_and_ends_with_its_value(
     x = rng.normal(size=(20_000, 1))
     calls: list[tuple[int, int, float]] = []
     result = estimate(x, x + rng.normal(size=(20_000, 1)), progress=lambda *call: calls.append(call))
-    steps = [2000 * subset for subset in range(1, 11)]  # ten subsets of 2000 pairs, then all 20000 (as 40000)
-    assert result.estimator == "ksg" and [done for done, _, _ in calls] == [*steps, 60_000]
-    assert {total for _, total, _ in calls} == {60_000} and calls[-1][2] == result.value
+    steps = [2000 * subset for subset in range(1, 11)]  # ten subsets of 2000 pairs, then all 20000
+    total = 20_000 + round(2 * 20_000 * math.log(20_000) / math.log(2000))  # n log n for all of them
+    assert result.estimator == "ksg" and [done for done, _, _ in calls] == [*steps, total]
+    assert {total for _, total, _ in calls} == {total} and calls[-1][2] == result.value
+
+
+def test_a_long_quiet_estimate_states_its_time_once(monkeypatch, capsys) -> None:
+    """Under --quiet no bar, but a run that will take more than 10 s says so in one line, at its
+    second report, from the rate between its first two; a short one says nothing, nor does one
+    with its bar."""
+    import time
+
+    from mitool.cli.common import EstimateProgress
+
+    clock = [100.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
+    long_run, short_run = EstimateProgress("ksg", enabled=False), EstimateProgress("ksg", enabled=False)
+    with_bar = EstimateProgress("ksg", enabled=True)
+    reports = {long_run: (1000, 2000, 3000), short_run: (5000, 9000, 9500), with_bar: (1000, 2000, 3000)}
+    for report in range(3):
+        clock[0] += 2.0
+        for progress, done in reports.items():
+            progress(done[report], 10_000, math.nan)
+    for progress in reports:
+        progress.close()
+    lines = capsys.readouterr().err.splitlines()
+    # 4 s in, 2 s per 1000 units, 8000 left: 4 + 16 s; the short run: 4 + 0.5 s
+    assert [line for line in lines if "expected to take" in line] == [
+        "ksg: expected to take about 20 s (2000 of 10000 units done in 4 s)"
+    ]
 
 
 def test_the_synthetic_images_knn_says_it_is_a_smoke_test() -> None:

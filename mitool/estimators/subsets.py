@@ -90,14 +90,16 @@ def subset_estimate(
     """The :class:`Estimate` of ``function(x, y[, z])`` on all pairs with the Student-t interval from
     ``subsets`` disjoint subsets (fewer when the data are too small: each subset keeps at least the
     estimator's minimum of pairs; no interval below two subsets). The subsets come first, so that
-    ``progress(done, total, nan)`` after each, in pairs (the estimate on all n pairs counted as 2n),
-    gives an estimate of the time after the first."""
+    ``progress(done, total, nan)`` after each, in pairs, gives an estimate of the time after the
+    first. The estimate on all n pairs counts as
+    2 n log(n) / log(size) pairs of the subsets' (neighbour searches cost about n log n; at 10^6
+    pairs of 1 + 1 dimensions this foretold 14 s after the second subset, and KSG took 13 s)."""
     start = time.perf_counter()
     parts = (x, y) if z is None else (x, y, z)
     needed = estimator.minimum_pairs(*(part.shape[1] for part in parts))
     used = min(subsets, len(x) // max(needed, 1))
     size = subset_size(len(x), max(used, 1))
-    total = used * size + 2 * len(x)  # in pairs: the estimate on all of them costs about twice theirs
+    total = used * size + round(2 * len(x) * math.log(len(x)) / math.log(max(size, 2)))
     done = None if progress is None else (lambda subset: progress(subset * size, total, math.nan))
     if used >= 2:
         values = subsample_values(function, parts, used, seed, done)
