@@ -7,6 +7,7 @@ import contextlib
 import math
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 
 import click
@@ -74,8 +75,6 @@ class EstimateProgress:
     may end it sooner)."""
 
     def __init__(self, label: str, enabled: bool) -> None:
-        import time
-
         self.label, self.enabled, self.bar = label, enabled, None
         self.started, self.stated, self.first = time.perf_counter(), enabled, None
 
@@ -88,8 +87,6 @@ class EstimateProgress:
             self._state_the_time(done, total)
 
     def _state_the_time(self, done: int, total: int) -> None:
-        import time
-
         now = time.perf_counter()
         if self.first is None or done <= self.first[1]:
             self.first = (now, done)

@@ -227,6 +227,10 @@ def wrapped(name: str, width: int) -> str:
     return "\n".join(lines)
 
 
+def _longest_line(labels: Sequence[str]) -> int:
+    return max(len(line) for label in labels for line in label.splitlines())
+
+
 def figure_errors(table: _Table, n: int) -> plt.Figure:
     """One panel per family, at a page's width (two columns; fonts of 8 pt): each task's mean error
     over the seeds (estimate minus truth, nats; the bar spans the seeds' lowest to highest), one
@@ -250,8 +254,7 @@ def figure_errors(table: _Table, n: int) -> plt.Figure:
             plot.Line2D([], [], marker=_MARKERS[k % len(_MARKERS)], color=f"C{k}", linestyle="", label=label)
             for k, label in enumerate(labels)
         ]
-        longest = max(len(line) for label in labels for line in label.splitlines())
-        columns = max(1, min(3, _LEGEND_WIDTH * 2 // (longest + 4)))
+        columns = max(1, min(3, _LEGEND_WIDTH * 2 // (_longest_line(labels) + 4)))
         axes[0, 0].legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.35), ncol=columns,
                           frameon=False, borderaxespad=0, handletextpad=0.2, columnspacing=0.8)  # fmt: skip
         axes[-1, 0].set_xlabel(f"estimate − true MI (nats), n = {n}")
@@ -315,7 +318,7 @@ def figure_heatmap(table: _Table, n: int) -> plt.Figure:
         labels = [wrapped(e, _LEGEND_WIDTH) for e in table.estimators]
         axis.set_xticks(range(len(table.estimators)), labels)
         axis.xaxis.tick_top()
-        if max(len(line) for label in labels for line in label.splitlines()) > 10:  # wider than a column
+        if _longest_line(labels) > 10:  # wider than a column
             axis.tick_params(axis="x", labelrotation=45)
             for label in axis.get_xticklabels():
                 label.set(ha="left", rotation_mode="anchor")
