@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mitool.benchmark import figures
-from mitool.figures import PAGE_WIDTH, pyplot
+from mitool.figures import COLUMN_WIDTH, PAGE_WIDTH, pyplot
 
 
 def _rows() -> list[dict[str, str]]:
@@ -57,19 +57,25 @@ def test_wrapped_breaks_long_names_after_their_separators() -> None:
     assert figures.wrapped("default", 3) == "default"  # a part longer than the width keeps its line
 
 
-@pytest.mark.parametrize("draw", [figures.figure_errors, figures.figure_heatmap])
-def test_long_estimator_names_keep_the_saved_figure_within_a_page(draw, tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("draw", "width"), [(figures.figure_errors, COLUMN_WIDTH), (figures.figure_heatmap, PAGE_WIDTH)]
+)
+def test_long_names_keep_the_saved_figure_within_a_column_or_a_page(draw, width, tmp_path) -> None:
     """Saved with a tight bounding box, a legend or column labels of long names once widened the
-    errors figure to 11.5 in and overlapped the heatmap's labels."""
+    errors figure to 11.5 in and overlapped the heatmap's labels; the errors figure is a column
+    wide, the heatmap (a table) a page."""
     long_names = {
         "ksg": "infonce:ensemble=1:radial=false:activation=relu:hidden=256:hidden_layers=2:base=none",
         "default": "default:ensemble=1:folds=3",
     }
-    rows = [{**row, "estimator": long_names[row["estimator"]]} for row in _rows()]
+    task = "swissroll_x-normal_cdf-multinormal-sparse-25-25-2-2.0"
+    renamed = {"b-5-5": task}
+    rows = [{**row, "estimator": long_names[row["estimator"]], "task": renamed.get(row["task"], row["task"])}
+            for row in _rows()]  # fmt: skip
     (table,) = figures._by_size(rows).values()
     path = figures.save(draw(table, 500), tmp_path / "figure.png", dpi=100)
     image = pyplot().imread(path)
-    assert image.shape[1] <= PAGE_WIDTH * 100 + 2
+    assert image.shape[1] <= width * 100 + 1
 
 
 def test_the_error_axis_ends_near_the_data() -> None:

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,7 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from mitool.figures import PAGE_WIDTH, paper_style, save  # noqa: E402
+from mitool.figures import COLUMN_WIDTH, PAGE_WIDTH, paper_style, save  # noqa: E402
 from mitool.files import atomic_write_text, read_csv  # noqa: E402
 
 __all__ = [
@@ -215,12 +216,12 @@ def short_labels(names: Sequence[str]) -> list[str]:
     return ["-".join(w[start : len(w) - end]) for w in words]
 
 
-def wrapped(name: str, width: int) -> str:
-    """An estimator's name broken after its ':' separators into lines of at most ``width``
+def wrapped(name: str, width: int, breaks: str = ":") -> str:
+    """A name broken after the matches of the pattern ``breaks`` into lines of at most ``width``
     characters where it can be ("infonce:ensemble=1:radial=false" at 20 ->
     "infonce:ensemble=1:\nradial=false"); a part longer than ``width`` keeps a line of its own."""
     lines = [""]
-    for part in name.replace(":", ":\0").split("\0"):
+    for part in re.split(f"(?<={breaks})", name):
         if lines[-1] and len(lines[-1]) + len(part) > width:
             lines.append("")
         lines[-1] += part
@@ -232,47 +233,73 @@ def _longest_line(labels: Sequence[str]) -> int:
 
 
 def figure_errors(table: _Table, n: int) -> plt.Figure:
-    """One panel per family, at a page's width (two columns; fonts of 8 pt): each task's mean error
-    over the seeds (estimate minus truth, nats; the bar spans the seeds' lowest to highest), one
-    marker per estimator (hollow at the edge when beyond the axis); the truth is the vertical line
-    at 0, the grey band the target max(0.1, 10%) of each task."""
+    """One panel per family, at a paper column's width (3.5 in; fonts of 8 pt, long task labels on
+    two lines): each task's mean error over the seeds (estimate minus truth, nats; the bar spans
+    the seeds' lowest to highest), one marker per estimator (hollow at the edge when beyond the
+    axis); the truth is the vertical line at 0, the grey band the target max(0.1, 10%) of each
+    task."""
     families = table.families()
-    heights = [len(tasks) for tasks in families.values()]
+    labels = {family: _task_labels(table, tasks) for family, tasks in families.items()}
+    # each row of a panel as tall as its family's longest label
+    heights = [len(tasks) * _lines(labels[family]) for family, tasks in families.items()]
     means = [table.mean(t, e) - table.truth[t] for t in table.tasks for e in table.estimators]
     means = [value for value in means if not math.isnan(value)]
     limits = (max(min([*means, -0.12]), -_REACH) - 0.03, min(max([*means, 0.12]), _REACH) + 0.03)
     with paper_style() as plot:
         figure, axes = plot.subplots(
             len(families), 1, sharex=True,
-            figsize=(PAGE_WIDTH, 1.0 + 0.5 * len(families) + 0.16 * sum(heights)),
+            figsize=(COLUMN_WIDTH - 0.1, 1.0 + 0.5 * len(families) + 0.14 * sum(heights)),  # labels reach out
             gridspec_kw={"height_ratios": [h + 1.2 for h in heights]}, squeeze=False,
         )  # fmt: skip
         for axis, (family, tasks) in zip(axes[:, 0], families.items(), strict=True):
-            _family_panel(axis, table, family, tasks, limits)
-        labels = [wrapped(e, _LEGEND_WIDTH) for e in table.estimators]
+            _family_panel(axis, table, family, tasks, labels[family], limits)
+        names = [wrapped(e, _LEGEND_WIDTH) for e in table.estimators]
         handles = [
-            plot.Line2D([], [], marker=_MARKERS[k % len(_MARKERS)], color=f"C{k}", linestyle="", label=label)
-            for k, label in enumerate(labels)
+            plot.Line2D([], [], marker=_MARKERS[k % len(_MARKERS)], color=f"C{k}", linestyle="", label=name)
+            for k, name in enumerate(names)
         ]
-        columns = max(1, min(3, _LEGEND_WIDTH * 2 // (_longest_line(labels) + 4)))
-        axes[0, 0].legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.35), ncol=columns,
-                          frameon=False, borderaxespad=0, handletextpad=0.2, columnspacing=0.8)  # fmt: skip
+        columns = max(1, min(3, _LINE_CHARACTERS // (_longest_line(names) + 4)))
+        axes[0, 0].legend(handles=handles, loc="lower right", bbox_to_anchor=(1, 1.0 + 1.5 / heights[0]),
+                          ncol=columns, frameon=False, borderaxespad=0, handletextpad=0.2,
+                          columnspacing=0.8)  # fmt: skip
         axes[-1, 0].set_xlabel(f"estimate − true MI (nats), n = {n}")
         axes[-1, 0].set_xlim(*limits)
         figure.tight_layout(h_pad=0.4)
     return figure
 
 
+def _task_labels(table: _Table, tasks: list[str]) -> list[str]:
+    """A family's task labels: what their names do not share, and the true MI."""
+    return [wrapped(f"{label} ({table.truth[t]:.2f})", _TASK_LABEL_WIDTH, _BEFORE_A_WORD)
+            for label, t in zip(short_labels(tasks), tasks, strict=True)]  # fmt: skip
+
+
+def _lines(labels: Sequence[str]) -> int:
+    return max(label.count("\n") + 1 for label in labels)
+
+
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 _REACH = 0.6
-_LEGEND_WIDTH = 36
-"""Characters of an estimator's name on one line of the errors figure's legend and of the heatmap's
-column labels; the legend has as many columns (at most 3) as fit twice this width, the room beside
-the task labels at 8 pt."""
 """The error axis ends at the means' range, at most +-0.6 nats; a mean beyond is drawn hollow at the edge."""
 
+_LEGEND_WIDTH = 36
+"""Characters of an estimator's name on one line of the errors figure's legend and of the heatmap's
+column labels."""
 
-def _family_panel(axis, table: _Table, family: str, tasks: list[str], limits: tuple[float, float]) -> None:
+_LINE_CHARACTERS = 56
+"""Characters of 8 pt text across a column (3.5 in): the errors figure's legend has as many
+columns (at most 3) as fit."""
+
+_TASK_LABEL_WIDTH = 28
+"""Characters of a task's label on one line of the errors figure (longer ones wrap after a '-'
+that a word follows, not inside the dimensions "3-3-2")."""
+
+_BEFORE_A_WORD = "-(?=[A-Za-z_])"
+
+
+def _family_panel(
+    axis, table: _Table, family: str, tasks: list[str], labels: list[str], limits: tuple[float, float]
+) -> None:
     rows = np.arange(len(tasks))
     for row, task in zip(rows, tasks, strict=True):
         tolerance = max(0.1, 0.1 * table.truth[task])
@@ -293,7 +320,6 @@ def _family_panel(axis, table: _Table, family: str, tasks: list[str], limits: tu
             style = {"marker": _MARKERS[k % len(_MARKERS)], "markersize": 3.5, "linestyle": ""}
             face = f"C{k}" if inside else "white"
             axis.plot(np.clip(mean, *limits), y, color=f"C{k}", markerfacecolor=face, **style)
-    labels = [f"{label} ({table.truth[t]:.2f})" for label, t in zip(short_labels(tasks), tasks, strict=True)]
     axis.set_yticks(rows, labels)
     axis.set_ylim(len(tasks) - 0.5, -0.5)
     axis.set_title(family, loc="left", pad=2)
