@@ -245,23 +245,25 @@ def figure_errors(table: _Table, n: int) -> plt.Figure:
     means = [table.mean(t, e) - table.truth[t] for t in table.tasks for e in table.estimators]
     means = [value for value in means if not math.isnan(value)]
     limits = (max(min([*means, -0.12]), -_REACH) - 0.03, min(max([*means, 0.12]), _REACH) + 0.03)
+    names = [wrapped(e, _LEGEND_WIDTH) for e in table.estimators]
+    columns = max(1, min(3, _LINE_CHARACTERS // (_longest_line(names) + 4)))
+    legend_lines = math.ceil(len(names) / columns) * _lines(names)
     with paper_style() as plot:
         figure, axes = plot.subplots(
             len(families), 1, sharex=True,
-            figsize=(COLUMN_WIDTH - 0.1, 1.0 + 0.5 * len(families) + 0.14 * sum(heights)),  # labels reach out
+            figsize=(COLUMN_WIDTH - 0.1,  # the labels reach out
+                     1.0 + 0.16 * legend_lines + 0.5 * len(families) + 0.14 * sum(heights)),
             gridspec_kw={"height_ratios": [h + 1.2 for h in heights]}, squeeze=False,
         )  # fmt: skip
         for axis, (family, tasks) in zip(axes[:, 0], families.items(), strict=True):
             _family_panel(axis, table, family, tasks, labels[family], limits)
-        names = [wrapped(e, _LEGEND_WIDTH) for e in table.estimators]
         handles = [
             plot.Line2D([], [], marker=_MARKERS[k % len(_MARKERS)], color=f"C{k}", linestyle="", label=name)
             for k, name in enumerate(names)
         ]
-        columns = max(1, min(3, _LINE_CHARACTERS // (_longest_line(names) + 4)))
-        axes[0, 0].legend(handles=handles, loc="lower right", bbox_to_anchor=(1, 1.0 + 1.5 / heights[0]),
-                          ncol=columns, frameon=False, borderaxespad=0, handletextpad=0.2,
-                          columnspacing=0.8)  # fmt: skip
+        # above the first panel's title: 1.6 font sizes over its top
+        axes[0, 0].legend(handles=handles, loc="lower right", bbox_to_anchor=(1, 1), ncol=columns,
+                          frameon=False, borderaxespad=1.6, handletextpad=0.2, columnspacing=0.8)  # fmt: skip
         axes[-1, 0].set_xlabel(f"estimate − true MI (nats), n = {n}")
         axes[-1, 0].set_xlim(*limits)
         figure.tight_layout(h_pad=0.4)
