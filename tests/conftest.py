@@ -1,4 +1,5 @@
-"""Shared test settings: one torch thread per free core (at most 2), and the device under test.
+"""Shared test settings: one torch thread per free core (at most 2), Ctrl-C deliverable to the
+children the tests start, and the device under test.
 
 Set MITOOL_TEST_DEVICE=cuda to run the device-aware tests on a GPU (bench/gpu_check.sh does).
 """
@@ -6,6 +7,7 @@ Set MITOOL_TEST_DEVICE=cuda to run the device-aware tests on a GPU (bench/gpu_ch
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 import torch
@@ -13,6 +15,12 @@ import torch
 from mitool.runtime import set_threads_to_free_cores
 
 set_threads_to_free_cores(maximum=2)
+
+# Started in the background by a shell without job control (`(make test &)`), pytest inherits
+# SIGINT ignored, and so would every child it starts, so that the tests sending a child Ctrl-C saw
+# it run on to exit 0. At exec a caught signal goes back to its default; an ignored one stays.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
