@@ -20,7 +20,16 @@ from mitool.lazy import lazy_import
 
 torch = lazy_import("torch")  # loaded when the threads are set, not when a command's help is read
 
-__all__ = ["free_cores", "set_threads_to_free_cores"]
+__all__ = ["chosen_threads", "free_cores", "set_threads_to_free_cores"]
+
+_chosen: int | None = None
+
+
+def chosen_threads() -> int:
+    """The thread count :func:`set_threads_to_free_cores` chose in this process (1 before it is
+    called: a library caller who has not sized the threads gets one), for the work that is not
+    torch's (scipy's neighbour searches)."""
+    return _chosen or 1
 
 
 def _busy_and_total_jiffies() -> tuple[int, int] | None:
@@ -81,4 +90,6 @@ def set_threads_to_free_cores(maximum: int | None = None) -> int:
     if maximum is not None:
         threads = max(1, min(threads, maximum))
     torch.set_num_threads(threads)
+    global _chosen
+    _chosen = threads
     return threads

@@ -43,6 +43,21 @@ def test_neighbour_counts_of_trees_and_all_pairs_equal_a_plain_count(dim_x: int,
         np.testing.assert_array_equal(counts[1], expected[1])
 
 
+def test_the_threads_of_the_neighbour_searches_do_not_change_the_counts(monkeypatch) -> None:
+    """The k-d tree queries run on the threads the command line chose; the counts are the same."""
+    from mitool import runtime
+
+    rows = np.random.default_rng(4).normal(size=(3000, 3))
+    parts = (rows[:, :2], rows[:, 2:])
+    one = joint_neighbour_counts(parts, [3, 5])
+    monkeypatch.setattr(runtime, "_chosen", 2)
+    assert runtime.chosen_threads() == 2
+    two = joint_neighbour_counts(parts, [3, 5])
+    for counts_one, counts_two in zip(one, two, strict=True):
+        for side_one, side_two in zip(counts_one, counts_two, strict=True):
+            np.testing.assert_array_equal(side_one, side_two)
+
+
 def test_ksg_on_a_bivariate_gaussian_and_on_independent_data() -> None:
     task = dense_normal(1, 1, 0.75)
     assert ksg(*normal_pairs(task, 3000, 0)) == pytest.approx(task.mi, abs=0.06)

@@ -7,7 +7,8 @@ other points strictly within eps_i of point i there. The distances come from sci
 (one query for the k-th neighbours, one batched radius count per marginal space) when the joint
 dimension is small, and from an exact chunked all-pairs computation in torch when it is large, where
 k-d trees visit nearly every point anyway (n = 5000 at 25 + 25 dimensions: about 5 s with the trees
-on a 2-core CPU, about 1 s all-pairs). Both give the same counts (tested).
+on a 2-core CPU, about 1 s all-pairs). Both give the same counts (tested). The trees' queries use
+the threads the command line sized to the free cores (:func:`mitool.runtime.chosen_threads`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from mitool import checks
+from mitool.runtime import chosen_threads
 
 __all__ = ["TREE_MAX_DIM", "joint_neighbour_counts", "kth_distances", "counts_within"]
 
@@ -28,7 +30,8 @@ def _tree_counts(parts: Sequence[np.ndarray], ks: Sequence[int]) -> list[list[np
     from scipy.spatial import cKDTree
 
     joint = np.hstack(parts)
-    distances, _ = cKDTree(joint).query(joint, k=max(ks) + 1, p=np.inf)  # the point itself comes first
+    # the point itself comes first
+    distances, _ = cKDTree(joint).query(joint, k=max(ks) + 1, p=np.inf, workers=chosen_threads())
     counts = []
     for k in ks:
         radius = distances[:, k]
@@ -86,7 +89,7 @@ def kth_distances(points: np.ndarray, k: int) -> np.ndarray:
     other points coincide with it)."""
     from scipy.spatial import cKDTree
 
-    distances, _ = cKDTree(points).query(points, k=k + 1, p=np.inf)
+    distances, _ = cKDTree(points).query(points, k=k + 1, p=np.inf, workers=chosen_threads())
     return distances[:, k]
 
 
@@ -149,4 +152,6 @@ def counts_within(points: np.ndarray, radius: np.ndarray, strict: bool = True) -
     reach = np.maximum(reach, 0.0)
     if points.shape[1] == 1:
         return _counts_within_sorted(points[:, 0], reach)
-    return np.asarray(cKDTree(points).query_ball_point(points, reach, p=np.inf, return_length=True)) - 1
+    tree = cKDTree(points)
+    counts = tree.query_ball_point(points, reach, p=np.inf, return_length=True, workers=chosen_threads())
+    return np.asarray(counts) - 1
