@@ -81,7 +81,7 @@ class Atoms(Estimator):
         share = float((atom_labels(y) != -1).mean())
         settings = self.settings
         return subset_estimate(
-            self, partial(atoms_mi, k=settings.k), x, y, settings.subsets, seed, settings.level,
+            self, partial(atoms_mi, k=settings.k), x, y, seed,
             progress=progress, notes=notes, details={"k": settings.k, "share_on_atoms": share},
         )  # fmt: skip
 

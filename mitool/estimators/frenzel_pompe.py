@@ -20,6 +20,7 @@ import numpy as np
 
 from mitool import checks
 from mitool.estimators.base import Estimate, Estimator
+from mitool.estimators.neighbours import counts_within, kth_distances
 from mitool.estimators.preparation import standardise
 from mitool.estimators.subsets import SubsetSettings, refuse_ties, subset_estimate
 from mitool.settings import setting
@@ -29,17 +30,15 @@ __all__ = ["FrenzelPompe", "frenzel_pompe"]
 
 def frenzel_pompe(x: np.ndarray, y: np.ndarray, z: np.ndarray, k: int = 5) -> float:
     """The Frenzel-Pompe estimate of I(X; Y | Z) in nats (see the module)."""
-    from scipy.spatial import cKDTree
     from scipy.special import digamma
 
     n = len(x)
     checks.whole_number("k", k, 1, n - 1)
     x, y, z = (standardise(part)[0] for part in (x, y, z))
-    joint = np.hstack([x, y, z])
-    radius = np.nextafter(cKDTree(joint).query(joint, k=k + 1, p=np.inf)[0][:, k], 0.0)
+    radius = kth_distances(np.hstack([x, y, z]), k)
 
     def within(points: np.ndarray) -> np.ndarray:
-        return np.asarray(cKDTree(points).query_ball_point(points, radius, p=np.inf, return_length=True)) - 1
+        return counts_within(points, radius)  # strictly within the k-th neighbour's distance
 
     count_xz, count_yz, count_z = within(np.hstack([x, z])), within(np.hstack([y, z])), within(z)
     return float(digamma(k) - np.mean(digamma(count_xz + 1) + digamma(count_yz + 1) - digamma(count_z + 1)))
@@ -70,9 +69,7 @@ class FrenzelPompe(Estimator):
             partial(frenzel_pompe, k=self.settings.k),
             x,
             y,
-            self.settings.subsets,
             seed,
-            self.settings.level,
             z=z,
             progress=progress,
             details={"k": self.settings.k},

@@ -102,7 +102,7 @@ class Gaussian(Estimator):
         correct = self.settings.bias_correction
         function = (partial(gaussian_mi, bias_correction=correct) if z is None
                     else partial(gaussian_conditional_mi, bias_correction=correct))  # fmt: skip
-        return subset_estimate(self, function, x, y, self.settings.subsets, seed, self.settings.level, z=z,
+        return subset_estimate(self, function, x, y, seed, z=z,
                                progress=progress, details={"bias_correction": correct})  # fmt: skip
 
 

@@ -95,7 +95,7 @@ class KSG(Estimator):
         settings = self.settings
         return subset_estimate(
             self, partial(ksg, k=settings.k, k_max=settings.k_max, normalise=settings.normalise), x, y,
-            settings.subsets, seed, settings.level, progress=progress,
+            seed, progress=progress,
             details={"k": settings.k, "k_max": settings.k_max},
         )  # fmt: skip
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from mitool import checks
 from mitool.estimators.base import Estimate, Estimator
+from mitool.estimators.neighbours import counts_within, kth_distances
 from mitool.estimators.preparation import standardise
 from mitool.estimators.subsets import SubsetSettings, subset_estimate
 from mitool.settings import setting
@@ -31,19 +32,16 @@ __all__ = ["MixedKSG", "mixed_ksg"]
 
 def mixed_ksg(x: np.ndarray, y: np.ndarray, k: int = 5) -> float:
     """Gao et al.'s estimate of I(X; Y) in nats (see the module)."""
-    from scipy.spatial import cKDTree
     from scipy.special import digamma
 
     n = len(x)
     checks.whole_number("k", k, 1, n - 1)
     x, y = standardise(x)[0], standardise(y)[0]
     joint = np.hstack([x, y])
-    tree = cKDTree(joint)
-    rho = tree.query(joint, k=k + 1, p=np.inf)[0][:, k]
-    tied = np.asarray(tree.query_ball_point(joint, np.zeros(n), p=np.inf, return_length=True)) - 1
+    rho = kth_distances(joint, k)
+    tied = counts_within(joint, np.zeros(n), strict=False)
     own_k = np.where(rho == 0, tied, k)
-    count_x = np.asarray(cKDTree(x).query_ball_point(x, rho, p=np.inf, return_length=True)) - 1
-    count_y = np.asarray(cKDTree(y).query_ball_point(y, rho, p=np.inf, return_length=True)) - 1
+    count_x, count_y = counts_within(x, rho, strict=False), counts_within(y, rho, strict=False)
     return float(np.mean(digamma(own_k) + np.log(n) - np.log(count_x + 1) - np.log(count_y + 1)))
 
 
@@ -69,9 +67,7 @@ class MixedKSG(Estimator):
             partial(mixed_ksg, k=self.settings.k),
             x,
             y,
-            self.settings.subsets,
             seed,
-            self.settings.level,
             progress=progress,
             details={"k": self.settings.k},
         )

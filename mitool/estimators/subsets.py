@@ -79,22 +79,21 @@ def subset_estimate(
     function: Callable[..., float],
     x: np.ndarray,
     y: np.ndarray,
-    subsets: int,
     seed: int,
-    level: float,
     z: np.ndarray | None = None,
     details: Mapping[str, Any] | None = None,
     notes: tuple[str, ...] = (),
     progress: Progress | None = None,
 ) -> Estimate:
-    """The :class:`Estimate` of ``function(x, y[, z])`` on all pairs with the Student-t interval from
-    ``subsets`` disjoint subsets (fewer when the data are too small: each subset keeps at least the
-    estimator's minimum of pairs; no interval below two subsets). The subsets come first, so that
-    ``progress(done, total, nan)`` after each, in pairs, gives an estimate of the time after the
-    first. The estimate on all n pairs counts as
-    2 n log(n) / log(size) pairs of the subsets' (neighbour searches cost about n log n; at 10^6
-    pairs of 1 + 1 dimensions this foretold 14 s after the second subset, and KSG took 13 s)."""
+    """The :class:`Estimate` of ``function(x, y[, z])`` on all pairs with the Student-t interval, at
+    the estimator's ``level``, from its ``subsets`` disjoint subsets (fewer when the data are too
+    small: each subset keeps at least the estimator's minimum of pairs; no interval below two). The
+    subsets come first, so that ``progress(done, total, nan)`` after each, in pairs, gives an
+    estimate of the time after the first. The estimate on all n pairs counts as 2 n log(n) / log(size)
+    pairs of the subsets' (neighbour searches cost about n log n; at 10^6 pairs of 1 + 1 dimensions
+    this foretold 14 s after the second subset, and KSG took 13 s)."""
     start = time.perf_counter()
+    subsets, level = estimator.settings.subsets, estimator.settings.level
     parts = (x, y) if z is None else (x, y, z)
     needed = estimator.minimum_pairs(*(part.shape[1] for part in parts))
     used = min(subsets, len(x) // max(needed, 1))
