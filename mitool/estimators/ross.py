@@ -22,7 +22,7 @@ import numpy as np
 from mitool import checks
 from mitool.estimators.base import Estimate, Estimator
 from mitool.estimators.discrete import category_codes
-from mitool.estimators.neighbours import counts_within
+from mitool.estimators.neighbours import counts_within, kth_distances
 from mitool.estimators.preparation import standardise
 from mitool.estimators.subsets import SubsetSettings, subset_estimate
 from mitool.settings import setting
@@ -39,7 +39,6 @@ def _kept_classes(codes: np.ndarray) -> np.ndarray:
 def ross_mi(x: np.ndarray, y: np.ndarray, k: int = 3) -> float:
     """Ross's estimate of I(X; Y) for continuous x (n, dx) and discrete y (n, dy) (see the module);
     points of classes seen once are left out."""
-    from scipy.spatial import cKDTree
     from scipy.special import digamma
 
     codes = category_codes(y)
@@ -52,8 +51,7 @@ def ross_mi(x: np.ndarray, y: np.ndarray, k: int = 3) -> float:
     for label in np.unique(codes):
         members = np.flatnonzero(codes == label)
         neighbours = min(k, len(members) - 1)
-        distances, _ = cKDTree(x[members]).query(x[members], k=neighbours + 1, p=np.inf)
-        radius[members] = distances[:, neighbours]
+        radius[members] = kth_distances(x[members], neighbours)
         own_k[members], class_size[members] = neighbours, len(members)
     counts = counts_within(x, radius, strict=False)
     return float(
