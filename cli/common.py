@@ -96,8 +96,8 @@ class EstimateProgress:
         elapsed = now - self.started
         expected = elapsed + seconds_per_unit * (total - done)
         if expected > LONG_RUN_SECONDS:
-            log_line(f"{self.label}: expected to take about {expected:.0f} s ({done} of {total} units done "
-                     f"in {elapsed:.0f} s)")  # fmt: skip
+            log_line(f"{self.label}: expected to take up to about {expected:.0f} s ({done} of {total} units "
+                     f"done in {elapsed:.0f} s)")  # fmt: skip
 
     def close(self) -> None:
         if self.bar is not None:

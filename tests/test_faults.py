@@ -364,7 +364,7 @@ def test_a_long_quiet_estimate_states_its_time_once(monkeypatch, capsys) -> None
     lines = capsys.readouterr().err.splitlines()
     # 4 s in, 2 s per 1000 units, 8000 left: 4 + 16 s; the short run: 4 + 0.5 s
     assert [line for line in lines if "expected to take" in line] == [
-        "ksg: expected to take about 20 s (2000 of 10000 units done in 4 s)"
+        "ksg: expected to take up to about 20 s (2000 of 10000 units done in 4 s)"
     ]
 
 
