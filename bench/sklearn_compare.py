@@ -21,7 +21,7 @@ from harness import write_json  # noqa: E402
 
 from mitool.benchmark.run import task_data  # noqa: E402
 from mitool.benchmark.suites import suite  # noqa: E402
-from mitool.estimate import estimate  # noqa: E402
+from mitool.estimation import estimate  # noqa: E402
 from mitool.runtime import set_threads_to_free_cores  # noqa: E402
 
 TASKS = {

@@ -34,6 +34,14 @@ __all__ = ["benchmark"]
 )
 @click.option("--sizes", default="5000", show_default=True, help="Comma-separated sample sizes n.")
 @click.option("--seeds", type=int, default=5, show_default=True, help="Seeds per cell (0 .. N-1).")
+@click.option(
+    "--dtype", default="float64", show_default=True, type=click.Choice(["float64", "float32"]),
+    help="The precision the estimators get the samples in (bmi's own samples are float32).",
+)  # fmt: skip
+@click.option(
+    "--round", "digits", type=click.IntRange(0, 15), default=0, show_default=True,
+    help="Round every sample to this many significant digits, as a CSV export might (0: not rounded).",
+)  # fmt: skip
 @click.option("--out", type=click.Path(file_okay=False), default="runs/benchmark", show_default=True)
 @click.option("--device", default="cpu", show_default=True, help="torch device of the neural estimators.")
 @click.option(
@@ -47,6 +55,8 @@ def benchmark(
     suite_name: str | None,
     sizes: str,
     seeds: int,
+    dtype: str,
+    digits: int,
     out: str,
     device: str,
     file_format: str,
@@ -65,7 +75,7 @@ def benchmark(
     --nproc-per-node N` cell i goes to rank i mod N and rank 0 writes the results.
     """
     from mitool.benchmark import figures, suites
-    from mitool.benchmark.run import plan_from_names
+    from mitool.benchmark.run import Precision, plan_from_names
     from mitool.runner import Launch
     from mitool.runtime import set_threads_to_free_cores
 
@@ -83,6 +93,7 @@ def benchmark(
         suite_name,
         parse_list("sizes", sizes, int),
         seeds,
+        Precision(dtype, digits),
     )
     out_path = Path(out)
     launch = Launch.from_environment()

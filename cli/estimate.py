@@ -1,4 +1,4 @@
-"""``mitool estimate X Y``: a thin click shell over :func:`mitool.estimate.estimate`.
+"""``mitool estimate X Y``: a thin click shell over :func:`mitool.estimate`.
 
 The estimators, their settings, defaults and help come from the registry
 (:mod:`mitool.estimators`); an option the chosen estimator does not have is an error naming it.
@@ -7,16 +7,16 @@ The estimators, their settings, defaults and help come from the registry
 from __future__ import annotations
 
 import json
-import math
 
 import click
 
 from mitool import estimators
 from mitool.cli.errors import FriendlyCommand
 from mitool.cli.options import given_options, option_specs, settings_options
-from mitool.estimators.base import CASES, Estimate
+from mitool.estimators.base import CASES
+from mitool.ties import TIES_CHOICES
 
-__all__ = ["describe", "estimate_command", "estimator_help"]
+__all__ = ["estimate_command", "estimator_help"]
 
 _OPTIONS = option_specs([(name, estimators.estimator_class(name).Settings) for name in estimators.names()])
 
@@ -53,6 +53,12 @@ def estimator_help() -> str:
     "n rows), none, or a comma-separated list of x, y, z (both: x,y). The result's notes say what was "
     "decided.",
 )  # fmt: skip
+@click.option(
+    "--ties", default="auto", show_default=True, type=click.Choice(list(TIES_CHOICES)),
+    help="How repeated values of continuous data are read: "
+    + "; ".join(f"{name}: {meaning}" for name, meaning in TIES_CHOICES.items())
+    + ". The result's notes say what was done.",
+)  # fmt: skip
 @settings_options(_OPTIONS)
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Seed of the split, weights, batches, subsets."
@@ -69,7 +75,7 @@ def estimator_help() -> str:
 @click.pass_context
 def estimate_command(
     context: click.Context, x: str, y: str, z: str | None, estimator: str | None, discrete: str,
-    seed: int, as_json: bool, quiet: bool, **_: object,
+    ties: str, seed: int, as_json: bool, quiet: bool, **_: object,
 ) -> None:  # fmt: skip
     """Estimate I(X; Y) in nats from paired samples: row i of X goes with row i of Y.
 
@@ -86,44 +92,23 @@ def estimate_command(
     """
     from mitool.cli.common import EstimateProgress
     from mitool.cli.io import load_samples
-    from mitool.estimate import estimate
+    from mitool.estimation import estimate
     from mitool.runtime import set_threads_to_free_cores
 
     set_threads_to_free_cores()
     settings = given_options(context, _OPTIONS)
     if estimator is not None:
         estimators.get(estimator, **settings)  # an unknown setting is refused before the data are read
-    x_data, y_data = load_samples(x, "X"), load_samples(y, "Y")
-    z_data = None if z is None else load_samples(z, "Z")
+    read = [load_samples(path, name) for path, name in ((x, "X"), (y, "Y"), (z, "Z")) if path is not None]
+    x_data, y_data = read[0].values, read[1].values
+    z_data = None if z is None else read[2].values
     progress = EstimateProgress(f"{estimator or 'estimate'}", enabled=not quiet)
     try:
-        result = estimate(x_data, y_data, estimator, z_data, discrete, seed, progress, **settings)
+        result = estimate(
+            x_data, y_data, z_data, estimator=estimator, discrete=discrete, ties=ties, seed=seed,
+            progress=progress, **settings,
+        )  # fmt: skip
     finally:
         progress.close()
-    click.echo(json.dumps(result.as_dict()) if as_json else describe(result))
-
-
-def describe(result: Estimate) -> str:
-    """The estimate as a sentence: the value, its standard error and interval and what they cover,
-    what was trained and evaluated, and the notes (a warning at InfoNCE's ceiling among them)."""
-    level = f"{100 * result.ci_level:g}%" if math.isfinite(result.ci_level) else "exact"
-    quantity = "I(X; Y | Z)" if any(note.startswith(("z ", "z:")) for note in result.notes) else "I(X; Y)"
-    head = (f"{quantity} = {result.value:.4f} +- {result.stderr:.4f} nats, {level} interval "
-            f"[{result.ci_low:.4f}, {result.ci_high:.4f}]")  # fmt: skip
-    details = result.details
-    if "critic" in details:
-        evaluated = (
-            "" if details["evaluator"] == result.estimator else f", scored with {details['evaluator']}"
-        )
-        what = (
-            f"({result.estimator}, {details['critic']} critic{evaluated}; trained on "
-            f"{details['n_fit'] + details['n_validation']} pairs, kept at step {details['best_step']} of "
-            f"{details['steps']}; evaluated on {details['n_test']} held-out pairs, "
-            f"K = {details['negatives_test']})"
-        )
-    else:
-        what = f"({result.estimator} on all {result.n_pairs} pairs)"
-    text = f"{head} {what}. The +- and the interval: {result.interval}."
-    for note in result.notes:
-        text += f" {note[0].upper()}{note[1:]}."
-    return text
+    result = result.with_notes(*(note for samples in read for note in samples.notes))
+    click.echo(json.dumps(result.as_dict()) if as_json else str(result))

@@ -1,4 +1,4 @@
-"""The ``mitool`` command: a thin click front end over :mod:`mitool.estimate`, :mod:`mitool.benchmark`,
+"""The ``mitool`` command: a thin click front end over :mod:`mitool.estimation`, :mod:`mitool.benchmark`,
 :mod:`mitool.toy` and :mod:`mitool.vision`.
 
 Errors in what the user asked for (ValueError from the library, bad files) become a one-line

@@ -23,7 +23,7 @@ from mitool.benchmark.discrete import (
     table_mi,
 )
 from mitool.checks import ParameterError
-from mitool.estimate import estimate, is_discrete
+from mitool.estimation import estimate, is_discrete
 from mitool.estimators.discrete import plugin_mi
 from mitool.estimators.frenzel_pompe import frenzel_pompe
 from mitool.estimators.mixed_ksg import mixed_ksg
@@ -202,8 +202,8 @@ def test_the_auto_rule_and_the_cases_it_gives() -> None:
 def test_a_discrete_z_is_the_weighted_mi_within_its_groups() -> None:
     task = DiscreteCause((0.3, 0.5, 0.2), (0.0, 0.5, 0.9))
     x, y, z = task._rows(6000, np.random.default_rng(8))
-    result = estimate(x, y, "gaussian", z=z)
-    manual = sum((z == g).mean() * estimate(x[z == g], y[z == g], "gaussian").value for g in range(3))
+    result = estimate(x, y, estimator="gaussian", z=z)
+    manual = sum((z == g).mean() * estimate(x[z == g], y[z == g], estimator="gaussian").value for g in range(3))
     assert result.value == pytest.approx(manual, abs=1e-12) and abs(result.value - task.mi) < 0.03
     assert any("within each of its 3 groups" in note for note in result.notes)
 
@@ -214,24 +214,26 @@ def test_what_estimate_refuses_or_notes() -> None:
     constant = estimate(x, np.ones(500))
     assert constant.value == 0.0 and not math.isnan(constant.stderr) and "constant" in constant.notes[-1]
     with_constant = estimate(
-        np.hstack([x, np.ones((500, 1))]), x[:, :1] + rng.normal(size=(500, 1)), "gaussian"
+        np.hstack([x, np.ones((500, 1))]), x[:, :1] + rng.normal(size=(500, 1)), estimator="gaussian"
     )
     assert math.isfinite(with_constant.value) and "x: column(s) 2 are constant" in with_constant.notes[0]
     with pytest.raises(ParameterError, match="^discrete declares y discrete, but y holds non-integer values"):
         estimate(x, x[:, 0] * 0.5, discrete="y")
+    with pytest.raises(ParameterError, match="^z must be samples .* got the text 'gaussian'.* estimator='gaussian'"):
+        estimate(x, x, "gaussian")  # the third argument is z: an estimator is named by keyword
     with pytest.raises(ParameterError, match="^z must have the same number of rows"):
         estimate(x, x, z=np.ones(499))
     labels = np.concatenate([rng.integers(0, 2, 499), [7]])
     alone = estimate(x, labels)
     assert any("seen once" in note for note in alone.notes)
     with pytest.raises(ParameterError, match="^estimator 'ksg' does not take X and Y discrete"):
-        estimate(labels, labels, "ksg")
+        estimate(labels, labels, estimator="ksg")
     counts = rng.poisson(3, 800).astype(float)
     for name in estimators.names():
         cases = estimators.estimator_class(name).cases
-        for case, declared in (("discrete", "auto"), ("ties", "none")):  # counts as counts, or as ties
+        for case, declared in (("discrete", "auto"), ("ties", "none")):  # counts as counts, or as atoms
             if case in cases:
-                value = estimate(counts, counts, name, discrete=declared).value
+                value = estimate(counts, counts, estimator=name, discrete=declared, ties="atoms").value
                 assert math.isfinite(value) and value > -0.05, (name, case)
 
 
@@ -254,6 +256,6 @@ def test_the_atoms_estimator_is_its_parts_and_finds_the_truth_of_a_zero_inflated
     assert result.estimator == "atoms" and abs(result.value - task.mi) < 0.04
     counts = rng.poisson(3.0, size=(2000, 1)).astype(float)
     more = counts + rng.poisson(1.0, size=(2000, 1))
-    both = estimate(counts, more, discrete="none")
+    both = estimate(counts, more, discrete="none", ties="atoms")
     assert both.estimator == "mixed-ksg" and any("both X and Y have ties" in note for note in both.notes)
     assert both.value == pytest.approx(mixed_ksg(counts, more, 5), abs=1e-12)

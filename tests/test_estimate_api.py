@@ -13,7 +13,7 @@ from scipy import stats
 from mitool import bounds, estimators
 from mitool.checks import ParameterError
 from mitool.critics import make_critic
-from mitool.estimate import DivergenceError, estimate
+from mitool.estimation import DivergenceError, estimate
 from mitool.estimators.base import as_rows, student_interval
 from mitool.estimators.critic_training import MeanCritic, held_out_values
 from mitool.estimators.neural import check_evaluator
@@ -126,8 +126,8 @@ def test_decoupled_bounds_refuse_unbounded_critics() -> None:
     x, y = gaussian()
     for estimator in ("dcl", "dclw"):
         with pytest.raises(ParameterError, match="^critic 'separable' has unbounded scores"):
-            estimate(x, y, estimator, critic="separable", **SMALL)
-    result = estimate(x, y, "dcl", critic="cosine", **SMALL)
+            estimate(x, y, estimator=estimator, critic="separable", **SMALL)
+    result = estimate(x, y, estimator="dcl", critic="cosine", **SMALL)
     assert (
         math.isfinite(result.value) and result.details["ceiling"] is None and not result.details["at_ceiling"]
     )
@@ -136,12 +136,12 @@ def test_decoupled_bounds_refuse_unbounded_critics() -> None:
 def test_a_runaway_estimate_is_a_divergence_error_naming_the_alternatives() -> None:
     x, y = gaussian(mi=2.0)
     with pytest.raises(DivergenceError, match="nwj estimate .* ran away .* use infonce"):
-        estimate(x, y, "nwj", lr=5.0, **{**SMALL, "steps": 100})
+        estimate(x, y, estimator="nwj", lr=5.0, **{**SMALL, "steps": 100})
 
 
 def test_estimate_fields_and_interval() -> None:
     x, y = gaussian()
-    result = estimate(x, y, "infonce", **SMALL)
+    result = estimate(x, y, estimator="infonce", **SMALL)
     details = result.details
     assert (result.n_pairs, details["n_test"], details["n_fit"] + details["n_validation"]) == (600, 120, 480)
     assert details["negatives_train"] == 31 and details["negatives_test"] == 119
@@ -154,7 +154,7 @@ def test_estimate_fields_and_interval() -> None:
 def test_runs_trained_together_equal_runs_trained_alone() -> None:
     data = [gaussian(seed=seed) for seed in (1, 2)]
     together = estimators.get("infonce", **SMALL).estimate_many(data, seeds=[5, 6])
-    alone = [estimate(x, y, "infonce", seed=seed, **SMALL) for (x, y), seed in zip(data, (5, 6), strict=True)]
+    alone = [estimate(x, y, estimator="infonce", seed=seed, **SMALL) for (x, y), seed in zip(data, (5, 6), strict=True)]
     for joint, single in zip(together, alone, strict=True):
         assert joint.details["best_step"] == single.details["best_step"]
         assert joint.value == pytest.approx(single.value, abs=1e-4)
@@ -163,17 +163,17 @@ def test_runs_trained_together_equal_runs_trained_alone() -> None:
 def test_unknown_options_name_themselves() -> None:
     x, y = gaussian()
     with pytest.raises(ParameterError, match="^clip is not a setting of infonce .its settings: critic, "):
-        estimate(x, y, "infonce", clip=3.0)
+        estimate(x, y, estimator="infonce", clip=3.0)
     with pytest.raises(ParameterError, match="^steps must be a whole number >= 1"):
-        estimate(x, y, "infonce", steps=0)
+        estimate(x, y, estimator="infonce", steps=0)
     with pytest.raises(ParameterError, match="^estimator must be one of"):
-        estimate(x, y, "magic")
+        estimate(x, y, estimator="magic")
 
 
 @pytest.mark.parametrize("estimator", ["ksg", "gaussian"])
 def test_baselines_through_estimate(estimator: str) -> None:
     x, y = gaussian(n=1000, mi=0.5)
-    result = estimate(x, y, estimator)
+    result = estimate(x, y, estimator=estimator)
     assert abs(result.value - 0.5) < 0.15 and result.ci_low < result.value < result.ci_high
     assert "critic" not in result.details and "disjoint subsets" in result.interval
 
@@ -198,7 +198,7 @@ def test_an_ensemble_trains_several_critics_per_data_set() -> None:
         **SMALL,
         "radial": False,
     }  # trained critics only (a Gaussian one kept twice would be the same)
-    single, double = estimate(x, y, "infonce", **settings), estimate(x, y, "infonce", ensemble=2, **settings)
+    single, double = estimate(x, y, estimator="infonce", **settings), estimate(x, y, estimator="infonce", ensemble=2, **settings)
     assert double.details["negatives_test"] == single.details["negatives_test"]
     assert double.value != single.value and abs(double.value - single.value) < 0.3
     assert "of training (the spread of the 2 critics of the ensemble)" in double.interval

@@ -11,7 +11,7 @@ import torch
 from scipy import stats
 
 from mitool.critics.gaussian import GaussianCritics, canonical_fit, fit_gaussian_critics, infonce_of_scores
-from mitool.estimate import estimate
+from mitool.estimation import estimate
 from mitool.estimators.neural import _Runs
 from mitool.tasks import CorrelatedGaussian
 
@@ -86,8 +86,8 @@ def test_selection_picks_the_radial_critic_where_the_dependence_is_through_the_n
     x = generator.normal(size=(3000, 2))
     y = x * ((x**2).sum(1, keepdims=True) / 2 - 2) + 0.3 * generator.normal(size=(3000, 2))
     settings = {"steps": 1, "eval_every": 1, "batch_size": 64, "ensemble": 1, "seed": 0}
-    plain = estimate(x, y, "infonce", radial=False, **settings)
-    selected = estimate(x, y, "infonce", radial=True, **settings)
+    plain = estimate(x, y, estimator="infonce", radial=False, **settings)
+    selected = estimate(x, y, estimator="infonce", radial=True, **settings)
     assert abs(plain.value) < 0.1
     assert selected.value > plain.value + 0.3
     assert selected.details["kept"][0].startswith("the gaussian critic on radial features")
@@ -99,7 +99,7 @@ def test_cross_fitting_agrees_with_the_plain_split_and_scores_every_pair() -> No
     sample = CorrelatedGaussian(2, mi=0.5).sample(3000, generator=torch.Generator().manual_seed(3))
     x, y = (side.numpy() for side in sample)
     settings = {"steps": 300, "hidden": 32, "batch_size": 128, "eval_every": 50, "ensemble": 1, "seed": 1}
-    split, folds = estimate(x, y, "infonce", **settings), estimate(x, y, "infonce", folds=3, **settings)
+    split, folds = estimate(x, y, estimator="infonce", **settings), estimate(x, y, estimator="infonce", folds=3, **settings)
     assert (split.details["n_test"], folds.details["n_test"]) == (600, 3000)
     assert split.value == pytest.approx(0.5, abs=0.1) and folds.value == pytest.approx(0.5, abs=0.1)
     assert folds.ci_low <= 0.5 + 0.05 and "3 folds" in folds.interval

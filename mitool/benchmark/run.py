@@ -21,6 +21,7 @@ settings is the estimator's name in the results.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import zlib
@@ -32,7 +33,7 @@ import numpy as np
 
 from mitool import bounds, checks, critics, estimators
 from mitool.benchmark import suites
-from mitool.estimate import Automatic, all_setting_names
+from mitool.estimation import Automatic, all_setting_names
 from mitool.estimators.base import DivergenceError
 from mitool.files import read_csv, write_csv
 from mitool.runner import Launch, check_config, holding, run_grid, versions
@@ -41,7 +42,9 @@ __all__ = [
     "RESULT_COLUMNS",
     "Cell",
     "EstimatorSpec",
+    "DTYPES",
     "Plan",
+    "Precision",
     "estimator_names",
     "interruption_note",
     "parse_estimator",
@@ -67,15 +70,17 @@ class EstimatorSpec:
     estimator: str
     settings: dict[str, object] = field(default_factory=dict)
 
-    def build(self, device: str | None = None) -> estimators.Estimator | Automatic:
-        """The estimator (``default``: :class:`mitool.estimate.Automatic`, the one the data call for),
-        on ``device`` when it has that setting and the name does not fix one."""
+    def build(self, device: str | None = None) -> Automatic:
+        """The estimator as :func:`mitool.estimate` runs it (constant columns, discrete variables
+        and ties treated as for a user's data; ``default``: the estimator the data call for), on
+        ``device`` when it has that setting and the name does not fix one."""
         settings = dict(self.settings)
         if self.estimator == "default":
             return Automatic(**settings)
         if device is not None and "device" in estimators.estimator_class(self.estimator).Settings.names():
             settings.setdefault("device", device)
-        return estimators.get(self.estimator, **settings)
+        estimators.get(self.estimator, **settings)  # its settings checked now, before anything runs
+        return Automatic(estimator=self.estimator, **settings)
 
     def as_config(self) -> dict[str, object]:
         return {"estimator": self.estimator, **self.settings}
@@ -155,14 +160,42 @@ class Cell:
         return self.path.is_file()
 
 
+DTYPES = ("float64", "float32")
+"""The precisions a benchmark can draw its samples in (bmi's own samples are float32)."""
+
+
+@dataclass(frozen=True)
+class Precision:
+    """How the samples reach the estimators: ``dtype`` (float64 or float32, as bmi draws them) and,
+    when ``digits`` > 0, rounded to that many significant digits (as a CSV export with ``%.3g``
+    writes them)."""
+
+    dtype: str = "float64"
+    digits: int = 0
+
+    def __post_init__(self) -> None:
+        checks.choice("dtype", self.dtype, DTYPES)
+        checks.whole_number("digits", self.digits, 0, 15)
+
+    def apply(self, values: np.ndarray) -> np.ndarray:
+        """``values`` rounded to :attr:`digits` significant digits, then in :attr:`dtype`."""
+        if self.digits:
+            magnitude = np.floor(np.log10(np.where(values == 0, 1.0, np.abs(values))))
+            scale = 10.0 ** (self.digits - 1 - magnitude)
+            values = np.round(values * scale) / scale
+        return values.astype(self.dtype)
+
+
 @dataclass(frozen=True)
 class Plan:
-    """What a benchmark runs: estimators x tasks x sizes, each with ``seeds``."""
+    """What a benchmark runs: estimators x tasks x sizes, each with ``seeds``, the samples in
+    ``precision``."""
 
     estimators: tuple[EstimatorSpec, ...]
     tasks: tuple[object, ...]
     sizes: tuple[int, ...]
     seeds: tuple[int, ...]
+    precision: Precision = Precision()
 
     def __post_init__(self) -> None:
         for parameter, values in (
@@ -189,24 +222,29 @@ class Plan:
         return [Cell(e, t, n, Path(out)) for n in self.sizes for t in self.tasks for e in self.estimators]
 
     def as_config(self) -> dict:
-        """What fixes the results, for OUT/config.json."""
+        """What fixes the results, for OUT/config.json (the precision only when it is not the
+        default float64, so that folders made before it existed still resume)."""
+        precision = {} if self.precision == Precision() else dataclasses.asdict(self.precision)
         return {
             "estimators": {e.name: e.as_config() for e in self.estimators},
             "tasks": [t.name for t in self.tasks],
             "sizes": list(self.sizes),
             "seeds": list(self.seeds),
+            **precision,
         }
 
 
-def task_data(task: object, n: int, seed: int) -> tuple[np.ndarray, ...]:
-    """n rows of ``task`` for ``seed``, float64: (x, y), or (x, y, z) of a conditional task; the same
-    for every estimator (the generator is seeded by the seed and the task's name)."""
+def task_data(task: object, n: int, seed: int, precision: Precision = Precision()) -> tuple[np.ndarray, ...]:
+    """n rows of ``task`` for ``seed``: (x, y), or (x, y, z) of a conditional task, drawn in float64
+    and given in ``precision``; the same for every estimator (the generator is seeded by the seed
+    and the task's name)."""
     import torch
 
     generator = torch.Generator().manual_seed(
         int(np.random.SeedSequence([seed, zlib.crc32(task.name.encode())]).generate_state(1)[0])
     )
-    return tuple(part.numpy() for part in task.sample(n, generator=generator, dtype=torch.float64))
+    parts = task.sample(n, generator=generator, dtype=torch.float64)
+    return tuple(precision.apply(part.numpy()) for part in parts)
 
 
 def _rows(cell: Cell, seeds: Sequence[int], results: Sequence, seconds: float) -> list[list[object]]:
@@ -225,13 +263,17 @@ def _rows(cell: Cell, seeds: Sequence[int], results: Sequence, seconds: float) -
 
 
 def run_cell(
-    cell: Cell, seeds: Sequence[int], log: Log | None = None, device: str | None = None
+    cell: Cell,
+    seeds: Sequence[int],
+    log: Log | None = None,
+    device: str | None = None,
+    precision: Precision = Precision(),
 ) -> list[list[object]]:
     """The rows of results.csv for ``cell``: its estimator on each seed's data (a neural
     estimator's seeds trained together, on ``device``); a seed whose estimate ran away gets NaN and a
     log line, and so does a cell whose estimator refuses the task's data (KSG on tied counts)."""
     start = time.perf_counter()
-    data = [task_data(cell.task, cell.n, seed) for seed in seeds]
+    data = [task_data(cell.task, cell.n, seed, precision) for seed in seeds]
     try:
         results = cell.estimator.build(device).estimate_many(data, list(seeds))
     except checks.ParameterError as error:  # the estimator does not take this kind of data
@@ -284,7 +326,7 @@ def run_benchmark(
             folder / "config.json",
             config,
             launch.rank == 0,
-            ("kind", "estimators", "tasks", "sizes", "seeds"),
+            ("kind", "estimators", "tasks", "sizes", "seeds", "dtype", "digits"),
         )
         cells = plan.cells(folder)
         pending = [cell for cell in launch.mine(cells) if not cell.finished()]
@@ -294,7 +336,11 @@ def run_benchmark(
         def run(cell: Cell) -> None:
             if progress is not None:
                 progress(next(done), cell.name)
-            write_csv(cell.path, RESULT_COLUMNS, run_cell(cell, plan.seeds, log, launch.device(device)))
+            write_csv(
+                cell.path,
+                RESULT_COLUMNS,
+                run_cell(cell, plan.seeds, log, launch.device(device), plan.precision),
+            )
 
         if not run_grid(folder, cells, launch, run, log=log):
             return None
@@ -313,9 +359,10 @@ def plan_from_names(
     suite_name: str | None,
     sizes: Sequence[int],
     seeds: int,
+    precision: Precision = Precision(),
 ) -> Plan:
     """A :class:`Plan` from names: ``tasks`` (any suite's task names) or the suite ``suite_name``
-    (the main suite when both are None), seeds 0 .. seeds - 1."""
+    (the main suite when both are None), seeds 0 .. seeds - 1, samples in ``precision``."""
     if tasks and suite_name:
         raise checks.ParameterError(
             "tasks", "and {=suite_name} exclude each other: give one of them", ("suite_name",)
@@ -323,5 +370,9 @@ def plan_from_names(
     chosen = [suites.get_task(name) for name in tasks] if tasks else suites.suite(suite_name or "main")
     checks.whole_number("seeds", seeds, 1)
     return Plan(
-        tuple(parse_estimator(name) for name in estimators_), tuple(chosen), tuple(sizes), tuple(range(seeds))
+        tuple(parse_estimator(name) for name in estimators_),
+        tuple(chosen),
+        tuple(sizes),
+        tuple(range(seeds)),
+        precision,
     )

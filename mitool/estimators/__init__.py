@@ -10,7 +10,7 @@ The registry finds the estimators itself: every module of this package that defi
 one file here plus its test. Reading the registry imports no torch: the estimators load it when they
 train (the command line lists them, their settings and their help in a fraction of a second).
 
-:data:`DEFAULTS` names the estimator :func:`mitool.estimate.estimate` uses for each kind of data
+:data:`DEFAULTS` names the estimator :func:`mitool.estimate` uses for each kind of data
 (:data:`~mitool.estimators.base.CASES`) when none is asked for.
 """
 

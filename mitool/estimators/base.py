@@ -19,7 +19,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Union
 
 import numpy as np
 
@@ -28,12 +28,14 @@ from mitool.settings import Settings, setting
 
 __all__ = [
     "CASES",
+    "ArrayLike",
     "DivergenceError",
     "Estimate",
     "Estimator",
     "EstimatorSettings",
     "Progress",
     "as_rows",
+    "holds_labels",
     "normal_interval",
     "one_by_one",
     "setting",
@@ -46,11 +48,15 @@ CASES: dict[str, str] = {
     "low-dimension": "X and Y continuous, 3 dimensions or fewer in all",
     "discrete": "X and Y discrete (class labels, counts with few values)",
     "discrete-y": "X continuous, Y discrete (features against class labels)",
-    "ties": "continuous data with ties or atoms (counts, zero inflation, repeated rows)",
+    "ties": "continuous data with atoms (point masses: zero inflation, a detection limit, repeated rows)",
     "conditional": "I(X; Y | Z), continuous X, Y and Z",
     "conditional-discrete-z": "I(X; Y | Z) with a discrete Z",
 }
 """The kinds of data an estimator may take (:attr:`Estimator.cases`)."""
+
+ArrayLike = Union[np.ndarray, Sequence[Any], "torch.Tensor"]  # noqa: F821 (torch is not imported here)
+"""What the estimators take as x, y and z: a numpy array, a torch tensor or nested lists, (n, d) or
+(n,); numbers of any type, or labels (strings, categories: discrete values)."""
 
 Progress = Callable[[int, int, float], None]
 """``progress(done, total, latest value)``: the steps done of ``total`` (training steps, or stages
@@ -68,7 +74,7 @@ class EstimatorSettings(Settings):
     made by :func:`~mitool.settings.setting`, each value checked when made."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Estimate:
     """An estimate of I(X; Y) (or I(X; Y | Z)) in nats.
 
@@ -94,6 +100,39 @@ class Estimate:
 
     def __float__(self) -> float:
         return float(self.value)
+
+    def __format__(self, spec: str) -> str:
+        """``format(result, ".3f")``: the value formatted (``f"{result:.3f}"``)."""
+        return format(self.value, spec)
+
+    def __repr__(self) -> str:
+        return (f"Estimate(value={self.value:.4g}, ci=[{self.ci_low:.4g}, {self.ci_high:.4g}], "
+                f"estimator={self.estimator!r}, n_pairs={self.n_pairs})")  # fmt: skip
+
+    def __str__(self) -> str:
+        """The estimate as a sentence (what ``mitool estimate`` prints): the value, its standard
+        error and interval and what they cover, what was trained and evaluated, and the notes."""
+        level = f"{100 * self.ci_level:g}%" if math.isfinite(self.ci_level) else "exact"
+        conditional = any(note.startswith(("z ", "z:")) for note in self.notes)
+        quantity = "I(X; Y | Z)" if conditional else "I(X; Y)"
+        head = (f"{quantity} = {self.value:.4f} +- {self.stderr:.4f} nats, {level} interval "
+                f"[{self.ci_low:.4f}, {self.ci_high:.4f}]")  # fmt: skip
+        details = self.details
+        if "critic" in details:
+            evaluator = details["evaluator"]
+            scored = "" if evaluator == self.estimator else f", scored with {evaluator}"
+            what = (
+                f"({self.estimator}, {details['critic']} critic{scored}; trained on "
+                f"{details['n_fit'] + details['n_validation']} pairs, kept at step {details['best_step']} of "
+                f"{details['steps']}; evaluated on {details['n_test']} held-out pairs, "
+                f"K = {details['negatives_test']})"
+            )
+        else:
+            what = f"({self.estimator} on all {self.n_pairs} pairs)"
+        text = f"{head} {what}. The +- and the interval: {self.interval}."
+        for note in self.notes:
+            text += f" {note[0].upper()}{note[1:]}."
+        return text
 
     def as_dict(self) -> dict[str, Any]:
         """Every field; the value also under ``estimate`` (the name older JSON used)."""
@@ -184,12 +223,48 @@ def one_by_one(
     return results
 
 
+def holds_labels(data: object) -> bool:
+    """Whether ``data`` holds labels rather than numbers: strings, or a pandas categorical."""
+    if hasattr(data, "detach"):
+        return False
+    if str(getattr(data, "dtype", "")) == "category":
+        return True
+    array = np.asarray(data)
+    return array.dtype.kind in "USO" and array.size > 0 and not _all_numbers(array)
+
+
+def _all_numbers(array: np.ndarray) -> bool:
+    try:
+        array.astype(np.float64)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _label_codes(array: np.ndarray) -> np.ndarray:
+    """Labels (n,) or (n, d) as whole-number codes per column (the labels' sorted order)."""
+    columns = array.reshape(len(array), -1).astype(str)
+    return np.stack([np.unique(column, return_inverse=True)[1].reshape(-1) for column in columns.T], 1)
+
+
 def _as_array(name: str, data: object) -> np.ndarray:
+    if isinstance(data, str):
+        raise checks.ParameterError(
+            name, f"must be samples (an array), got the text {data!r}; an estimator is chosen by name with "
+            f"estimator={data!r}",
+        )  # fmt: skip
     if hasattr(data, "detach"):  # a torch tensor
         data = data.detach().cpu().numpy()  # type: ignore[union-attr]
+    labels = holds_labels(data)
     array = np.asarray(data)
-    if array.dtype.kind not in "biuf":
-        raise checks.ParameterError(name, f"must hold numbers, got dtype {array.dtype}")
+    if array.ndim == 0:
+        raise checks.ParameterError(
+            name, f"must have one row per sample (n, d), got a single {type(data).__name__}"
+        )
+    if labels:
+        array = _label_codes(array)
+    elif array.dtype.kind not in "biuf" and not (array.dtype.kind in "USO" and _all_numbers(array)):
+        raise checks.ParameterError(name, f"must hold numbers or labels (strings), got dtype {array.dtype}")
     array = array.astype(np.float64)
     if array.ndim == 1:
         array = array[:, None]
@@ -203,10 +278,10 @@ def _as_array(name: str, data: object) -> np.ndarray:
 
 
 def as_rows(
-    x: object, y: object, z: object | None = None
+    x: ArrayLike, y: ArrayLike, z: ArrayLike | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """x, y (and z) as float64 arrays of shape (n, d) (1-D data become one column), checked:
-    numbers, finite, the same number of rows."""
+    numbers, finite, the same number of rows; labels (strings) become whole-number codes."""
     arrays = [_as_array("x", x), _as_array("y", y), None if z is None else _as_array("z", z)]
     for name, array in (("y", arrays[1]), ("z", arrays[2])):
         if array is not None and len(array) != len(arrays[0]):

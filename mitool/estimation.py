@@ -1,0 +1,467 @@
+"""The MI of your data in one call: ``estimate(x, y) -> Estimate``, no file I/O.
+
+    import mitool
+    result = mitool.estimate(x, y)               # x (n, dx), y (n, dy): row i of x goes with row i of y
+    print(result)                                # the value, its interval, what was decided
+    result.value, result.ci_low, result.ci_high, result.notes
+    mitool.estimate(x, labels)                   # a discrete y (or string labels) is found as such
+    mitool.estimate(x, y, z)                     # I(X; Y | Z)
+    mitool.estimate(x, y, estimator="ksg", k=8)  # any estimator of mitool.estimators, with its settings
+
+Before an estimator runs, the data are looked at, and what was decided is in ``result.notes``:
+
+* a constant column carries no information and is left out (the MI is that of the other columns,
+  exactly 0 when a side has no other column; a constant Z conditions on nothing);
+* a variable is discrete when it holds labels (strings, categories), when ``discrete`` says so, or,
+  with ``discrete="auto"``, when all its values are whole numbers and it takes at most
+  max(2, sqrt(n)) distinct values (rows) in n pairs (:func:`is_discrete`); non-integer values
+  declared discrete are an error;
+* repeated values of a continuous variable are treated as ``ties`` says (:mod:`mitool.ties`): by
+  default a point mass (a value far more frequent than its neighbours: zero inflation, a detection
+  limit) is an atom, and every other repeated value (finite precision: float32, rounding,
+  measurements to a few digits) is dequantised within the data's resolution, which leaves the MI
+  unchanged;
+* the kind of data (:data:`mitool.estimators.CASES`) follows: continuous; both discrete;
+  continuous against discrete (the discrete side is made Y); continuous with atoms; conditional;
+* with ``estimator`` None the estimator is the default for that kind
+  (:data:`mitool.estimators.DEFAULTS`); an estimator given that does not take that kind of data is
+  refused, naming those that do (except that atoms are then dequantised, with a note, for an
+  estimator of continuous data);
+* a discrete Z: I(X; Y | Z) = sum_z p(z) I(X; Y | Z = z), the MI within each group of Z estimated and
+  weighted by the group's share (groups of fewer pairs than the estimator needs are left out, with a
+  note); the interval combines the groups' standard errors;
+* a result that cannot be read at face value says so in its notes (:func:`trust_notes`): a
+  negative estimate (MI is never negative), an interval of zero width.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from mitool import checks, estimators
+from mitool.estimators.base import (
+    ArrayLike,
+    DivergenceError,
+    Estimate,
+    Progress,
+    as_rows,
+    holds_labels,
+    normal_interval,
+    one_by_one,
+)
+from mitool.estimators.subsets import distinct_rows
+from mitool.ties import TIES_CHOICES, treat_ties
+
+__all__ = [
+    "Automatic",
+    "DivergenceError",
+    "Estimate",
+    "all_setting_names",
+    "case_of",
+    "estimate",
+    "is_discrete",
+    "trust_notes",
+]
+
+DISCRETE_CHOICES = ("auto", "none", "x", "y", "z", "both")
+"""``discrete``: auto, none, or a comma-separated list of x, y, z ("both" is x,y)."""
+
+LOW_DIMENSION = 3
+"""Continuous X and Y of at most this many dimensions in all are estimated by k-NN (KSG on rank
+scores), which is the more accurate there: on the 10 tasks of bmi's benchmark of 1 + 1 and 2 + 1
+dimensions it was within 0.04 nats of the truth on every one, the neural estimate 0.19 nats under
+on one (docs/mi-benchmark.md)."""
+
+
+def is_discrete(rows: np.ndarray) -> bool:
+    """Whole numbers with at most max(2, floor(sqrt(n))) distinct rows: the ``auto`` rule."""
+    if not np.all(rows == np.round(rows)):
+        return False
+    return distinct_rows(rows) <= max(2, math.isqrt(len(rows)))
+
+
+def _declared(discrete: str) -> set[str] | None:
+    """The variables declared discrete (None for auto)."""
+    chosen = [item.strip() for item in str(discrete).split(",") if item.strip()]
+    for item in chosen:
+        checks.choice("discrete", item, DISCRETE_CHOICES)
+    if chosen == ["auto"]:
+        return None
+    named = {"x", "y"} if "both" in chosen else set(chosen) - {"none"}
+    return named
+
+
+def _discrete_sides(
+    discrete: str, parts: dict[str, np.ndarray | None], labelled: set[str]
+) -> tuple[dict[str, bool], list[str]]:
+    """Which of x, y, z are discrete (those in ``labelled``, which held labels, always), and the
+    notes saying how that was decided."""
+    declared = _declared(discrete)
+    sides, notes = {}, []
+    for name, rows in parts.items():
+        if rows is None:
+            continue
+        if name in labelled:
+            sides[name] = True
+            notes.append(f"{name}: labels ({distinct_rows(rows)} distinct), discrete")
+        elif declared is None:
+            sides[name] = is_discrete(rows)
+            distinct = distinct_rows(rows)
+            kind = "discrete" if sides[name] else "continuous"
+            notes.append(f"{name}: {kind} ({distinct} distinct values in {len(rows)} rows, by the auto rule)")
+        else:
+            sides[name] = name in declared
+            if sides[name] and not np.all(rows == np.round(rows)):
+                row = int(np.argwhere(rows != np.round(rows))[0][0])
+                raise checks.ParameterError(
+                    "discrete",
+                    f"declares {name} discrete, but {name} holds non-integer values (first in row {row})",
+                )
+    return sides, notes
+
+
+def case_of(sides: dict[str, bool], x: np.ndarray, y: np.ndarray, conditional: bool, atoms: bool) -> str:
+    """The kind of data (a key of :data:`mitool.estimators.CASES`); y is the discrete one of a
+    continuous-discrete pair; ``atoms``: a continuous side has point masses (:mod:`mitool.ties`)."""
+    if conditional:
+        return "conditional"
+    if sides["x"] and sides["y"]:
+        return "discrete"
+    if atoms:
+        return "ties"
+    if sides["y"]:
+        return "discrete-y"
+    return "low-dimension" if x.shape[1] + y.shape[1] <= LOW_DIMENSION else "continuous"
+
+
+def _without_constant_columns(name: str, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    constant = np.flatnonzero(np.ptp(rows, axis=0) == 0)
+    if not len(constant):
+        return rows, []
+    listed = ", ".join(str(column) for column in constant)
+    return np.delete(rows, constant, axis=1), [
+        f"{name}: column(s) {listed} are constant (no information), left out"
+    ]
+
+
+def _exactly_zero(name: str, estimator: str, n: int, notes: list[str]) -> Estimate:
+    return Estimate(
+        value=0.0, stderr=0.0, ci_low=0.0, ci_high=0.0, ci_level=math.nan,
+        interval=f"exact: {name} is constant, so it shares no information", estimator=estimator,
+        n_pairs=n, seconds=0.0, notes=(*notes, f"{name} is constant: I = 0 exactly, nothing was estimated"),
+    )  # fmt: skip
+
+
+def _chosen(
+    estimator: str | None, case: str, settings: dict[str, Any], notes: list[str]
+) -> estimators.Estimator:
+    """The estimator asked for (refused when it does not take ``case``), or the default for it with
+    those of the given settings it has (the others, settings of other estimators, noted as unused)."""
+    if estimator is None:
+        default = estimators.DEFAULTS[case]
+        name, known = default.name, estimators.estimator_class(default.name).Settings.names()
+        unused = [key for key in settings if key not in known and key in all_setting_names()]
+        if unused:
+            listed = ", ".join(unused)
+            notes.append(f"{listed}: not settings of {name}, the estimator for this data, so unused")
+        settings = {
+            **default.settings,
+            **{key: value for key, value in settings.items() if key not in unused},
+        }
+    else:
+        name = estimator
+    chosen = estimators.get(name, **settings)
+    if case not in chosen.cases:
+        takers = [other for other in estimators.names() if case in estimators.estimator_class(other).cases]
+        raise checks.ParameterError(
+            "estimator", f"{name!r} does not take {estimators.CASES[case]}, the data here; use one of "
+            f"{', '.join(takers)}, or name the discrete variables with the {{=discrete}} option",
+            ("discrete",),
+        )  # fmt: skip
+    return chosen
+
+
+def all_setting_names() -> set[str]:
+    """The names of every estimator's settings."""
+    return {key for name in estimators.names() for key in estimators.estimator_class(name).Settings.names()}
+
+
+@dataclass
+class _Plan:
+    """What :func:`estimate` will do with one data set: the rows (constant columns left out, the
+    discrete side made Y, ties treated), the estimator, the notes so far; or the answer already
+    (``done``)."""
+
+    rows: tuple[np.ndarray, np.ndarray, np.ndarray | None]
+    notes: list[str]
+    chosen: estimators.Estimator | None = None
+    done: Estimate | None = None
+    sides: dict[str, bool] | None = None
+
+
+@dataclass(frozen=True)
+class _Options:
+    """The arguments of :func:`estimate` that say how, as opposed to which data."""
+
+    estimator: str | None
+    discrete: str
+    ties: str
+    seed: int
+    settings: dict[str, Any]
+
+
+def _plan(x: ArrayLike, y: ArrayLike, z: ArrayLike | None, options: _Options) -> _Plan:
+    checks.choice("ties", options.ties, TIES_CHOICES)
+    labelled = {
+        name for name, data in (("x", x), ("y", y), ("z", z)) if data is not None and holds_labels(data)
+    }
+    x_rows, y_rows, z_rows = as_rows(x, y, z)
+    notes: list[str] = []
+    x_rows, dropped_x = _without_constant_columns("x", x_rows)
+    y_rows, dropped_y = _without_constant_columns("y", y_rows)
+    notes += dropped_x + dropped_y
+    if z_rows is not None:
+        z_rows, dropped_z = _without_constant_columns("z", z_rows)
+        notes += dropped_z
+        if z_rows.shape[1] == 0:
+            notes.append("z is constant: I(X; Y | Z) = I(X; Y)")
+            z_rows = None
+    for side, rows in (("x", x_rows), ("y", y_rows)):
+        if rows.shape[1] == 0:
+            return _Plan(
+                (x_rows, y_rows, z_rows),
+                notes,
+                done=_exactly_zero(side, options.estimator or "none", len(rows), notes),
+            )
+    sides, decided = _discrete_sides(options.discrete, {"x": x_rows, "y": y_rows, "z": z_rows}, labelled)
+    notes += decided
+    if z_rows is not None and sides["z"]:
+        return _Plan((x_rows, y_rows, z_rows), notes, sides=sides)
+    if sides["x"] and not sides["y"] and z_rows is None:  # the discrete side is y for the estimators
+        x_rows, y_rows, sides = y_rows, x_rows, {"x": False, "y": True}
+        notes.append("x is the discrete side: X and Y swapped (I is symmetric)")
+    rows = {"x": x_rows, "y": y_rows, "z": z_rows}
+    rows, atoms = _treated_ties(rows, sides, options, notes)
+    case = case_of(sides, rows["x"], rows["y"], rows["z"] is not None, atoms)
+    if case == "ties" and options.estimator is not None and options.ties == "auto":
+        if case not in estimators.estimator_class(options.estimator).cases:  # it takes continuous data
+            rows, atoms = _treated_ties(rows, sides, replace(options, ties="dequantise"), notes)
+            notes.append(f"{options.estimator} takes no atoms: they were dequantised too (MI unchanged, "
+                         "but k-NN estimators resolve such spikes badly; the estimator for atoms is "
+                         "atoms)")  # fmt: skip
+            case = case_of(sides, rows["x"], rows["y"], False, atoms)
+    notes.append(f"{estimators.CASES[case]}: estimator {options.estimator or estimators.DEFAULTS[case].name}")
+    chosen = _chosen(options.estimator, case, options.settings, notes)
+    return _Plan((rows["x"], rows["y"], rows["z"]), notes, chosen, sides=sides)
+
+
+def _treated_ties(
+    rows: dict[str, np.ndarray | None], sides: dict[str, bool], options: _Options, notes: list[str]
+) -> tuple[dict[str, np.ndarray | None], bool]:
+    """The rows with the ties of each continuous side treated as ``options.ties`` says (the notes
+    added to ``notes``), and whether atoms remain. Conditional data have no estimator for atoms:
+    their ties are dequantised."""
+    conditional = rows["z"] is not None
+    ties = "dequantise" if conditional and options.ties == "auto" else options.ties
+    rng = np.random.default_rng([options.seed, 0x7135])  # apart from the estimator's own streams
+    treated, atoms = dict(rows), False
+    for name, side_rows in rows.items():
+        if side_rows is None or sides.get(name, False):
+            continue
+        result = treat_ties(name, side_rows, ties, rng)
+        treated[name], atoms = result.rows, atoms or result.atoms
+        notes += result.notes
+    if conditional and atoms:
+        raise checks.ParameterError(
+            "ties", "is 'atoms', but no conditional estimator takes atoms; use ties='auto' or 'dequantise', "
+            "or "            "name the discrete variables with the {=discrete} option", ("discrete",),
+        )  # fmt: skip
+    return treated, atoms
+
+
+def estimate(
+    x: ArrayLike,
+    y: ArrayLike,
+    z: ArrayLike | None = None,
+    *,
+    estimator: str | None = None,
+    discrete: str = "auto",
+    ties: str = "auto",
+    seed: int = 0,
+    progress: Progress | None = None,
+    **settings: Any,
+) -> Estimate:
+    """The mutual information I(X; Y) in nats, or with ``z`` the conditional I(X; Y | Z), of your
+    paired samples.
+
+    Parameters
+    ----------
+    x, y : array_like, shape (n, dx) and (n, dy), or (n,)
+        Row i of ``x`` goes with row i of ``y``: numpy arrays of any number type (float32 too),
+        torch tensors, nested lists; labels (strings, categories) are discrete values.
+    z : array_like, shape (n, dz), optional
+        The variables to condition on.
+    estimator : str, optional
+        A name of :func:`mitool.estimators.names`; default: the one for the data (the module says
+        how it is chosen, and the result's notes what was decided).
+    discrete : str
+        "auto", "none", or which of x, y, z are discrete: "y", "x,z", "both".
+    ties : str
+        How repeated values of continuous data are read (:data:`mitool.ties.TIES_CHOICES`): "auto"
+        (point masses are atoms, finite precision is dequantised), "dequantise", "atoms", "refuse".
+    seed : int
+        The estimate's randomness (dequantisation, split, initial weights, subsets).
+    progress : callable, optional
+        ``progress(done, total, value)``, called as the estimator goes.
+    **settings
+        The estimator's own settings (``steps=500``, ``k=8``, ...).
+
+    Returns
+    -------
+    Estimate
+        ``.value`` (also ``float(result)`` and ``format(result, ".3f")``), ``.ci_low``,
+        ``.ci_high`` and what the interval covers, ``.notes``; ``print(result)`` says it in a
+        sentence.
+
+    Raises
+    ------
+    ParameterError
+        Bad input, in one line naming the parameter and what is allowed.
+    DivergenceError
+        The estimate ran away (a neural bound that is not capped).
+
+    Examples
+    --------
+    >>> import numpy as np, mitool
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=2000)
+    >>> y = x + rng.normal(size=2000)            # I(X; Y) = log(2) / 2 = 0.347 nats
+    >>> result = mitool.estimate(x, y)
+    >>> f"{result:.1f}"
+    '0.3'
+    >>> bool(result.ci_low < 0.347 < result.ci_high)
+    True
+    """
+    plan = _plan(x, y, z, _Options(estimator, discrete, ties, seed, settings))
+    if plan.done is not None:
+        return plan.done
+    if plan.chosen is None:
+        result = _within_groups(*plan.rows, estimator, plan.sides, ties, seed, settings, plan.notes)
+    else:
+        result = plan.chosen.estimate(*plan.rows, seed=seed, progress=progress).with_notes(*plan.notes)
+    return result.with_notes(*trust_notes(result))
+
+
+def trust_notes(result: Estimate) -> list[str]:
+    """Notes for an estimate that cannot be read at face value: below 0 (MI never is), or an
+    interval of zero width that is not an exact answer."""
+    notes = []
+    if result.value < 0 and result.ci_high < 0:
+        notes.append(
+            f"below 0 with its whole interval: MI is never negative, so {result.estimator}'s bias dominates "
+            "here and the value cannot be trusted (read it as no evidence of dependence; check the notes "
+            "above "
+            "for ties or discrete variables, or try another estimator)"
+        )
+    elif result.value < 0:
+        notes.append("below 0 but within its interval of 0: MI is never negative, so read it as 0, no "
+                     "evidence of dependence")  # fmt: skip
+    if math.isfinite(result.ci_level) and result.ci_high - result.ci_low <= 1e-9 * max(
+        1.0, abs(result.value)
+    ):
+        notes.append("the interval has no width: the estimate's noise could not be measured (it sits at a "
+                     "ceiling or a bound), so the interval is not a measure of its error")  # fmt: skip
+    return notes
+
+
+class Automatic:
+    """:func:`estimate` as an estimator object (the benchmark's ``default``): the estimator and the
+    settings that the data call for; several data sets of one kind (a benchmark cell's seeds) go to
+    the estimator's ``estimate_many`` together (a neural estimator trains them as one model)."""
+
+    name = "default"
+
+    def __init__(
+        self, estimator: str | None = None, discrete: str = "auto", ties: str = "auto", **settings: Any
+    ) -> None:
+        self.estimator, self.discrete, self.ties, self.settings = estimator, discrete, ties, settings
+
+    def _options(self, seed: int) -> _Options:
+        return _Options(self.estimator, self.discrete, self.ties, seed, self.settings)
+
+    def estimate(self, x: ArrayLike, y: ArrayLike, z: ArrayLike | None = None, seed: int = 0,
+                 progress: Progress | None = None) -> Estimate:  # fmt: skip
+        return estimate(
+            x, y, z, estimator=self.estimator, discrete=self.discrete, ties=self.ties, seed=seed,
+            progress=progress, **self.settings,
+        )  # fmt: skip
+
+    def estimate_many(
+        self, datasets: list[tuple[ArrayLike, ...]], seeds: list[int], progress: Progress | None = None
+    ) -> list[Estimate | DivergenceError]:
+        plans = [_plan(*data, *(None,) * (3 - len(data)), self._options(seed))
+                 for data, seed in zip(datasets, seeds, strict=True)]  # fmt: skip
+        names = {plan.chosen.name if plan.chosen else None for plan in plans}
+        shapes = {tuple(None if rows is None else rows.shape for rows in plan.rows) for plan in plans}
+        if len(names) == 1 and None not in names and len(shapes) == 1:
+            results = plans[0].chosen.estimate_many([plan.rows for plan in plans], seeds, progress)
+            return [
+                r if isinstance(r, Exception) else r.with_notes(*p.notes).with_notes(*trust_notes(r))
+                for r, p in zip(results, plans, strict=True)
+            ]
+        return one_by_one(self.estimate, datasets, seeds)
+
+
+def _within_groups(
+    x: np.ndarray, y: np.ndarray, z: np.ndarray, estimator: str | None, sides: dict[str, bool], ties: str,
+    seed: int, settings: dict[str, Any], notes: list[str],
+) -> Estimate:  # fmt: skip
+    """I(X; Y | Z) for a discrete Z: the weighted MI within each group of Z (see the module)."""
+    from mitool.estimators.discrete import category_codes
+
+    groups = category_codes(z)
+    discrete = ",".join(name for name in ("x", "y") if sides[name]) or "none"
+    parts, skipped = [], []
+    for group in range(int(groups.max()) + 1):
+        rows = groups == group
+        try:
+            parts.append(
+                (
+                    rows.mean(),
+                    estimate(
+                        x[rows],
+                        y[rows],
+                        estimator=estimator,
+                        discrete=discrete,
+                        ties=ties,
+                        seed=seed,
+                        **settings,
+                    ),
+                ),  # fmt: skip
+            )
+        except checks.ParameterError as error:
+            if "too few samples" not in str(error):
+                raise
+            skipped.append(int(rows.sum()))
+    if not parts:
+        raise checks.ParameterError("z", "has no group of Z with enough pairs for the estimator within it")
+    weight = sum(share for share, _ in parts)
+    value = sum(share * part.value for share, part in parts) / weight
+    stderr = math.sqrt(sum((share * part.stderr) ** 2 for share, part in parts)) / weight
+    level = parts[0][1].ci_level
+    low, high = normal_interval(value, stderr, level)
+    if skipped:
+        notes.append(
+            f"{len(skipped)} group(s) of Z with too few pairs ({', '.join(map(str, skipped))}) left out"
+        )
+    notes.append(f"z discrete: the MI within each of its {len(parts)} groups, weighted by their shares")
+    return Estimate(
+        value=value, stderr=stderr, ci_low=low, ci_high=high, ci_level=level,
+        interval="normal interval from the groups' standard errors", estimator=parts[0][1].estimator,
+        n_pairs=len(x), seconds=sum(part.seconds for _, part in parts), notes=tuple(notes),
+        details={"groups": [{"share": share, "value": part.value} for share, part in parts]},
+    )  # fmt: skip
