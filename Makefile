@@ -16,12 +16,12 @@ $(PY):
 INSTALL = $(PY) -m pip install --quiet --no-compile
 COMPILE = $(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 
-$(VENV)/.installed: pyproject.toml | $(PY)
+$(VENV)/.installed: pyproject.toml setup.py | $(PY)
 	$(INSTALL) -e .
 	$(COMPILE)
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(PY)
+$(VENV)/.installed-dev: pyproject.toml setup.py | $(PY)
 	$(INSTALL) -e '.[dev]'
 	$(COMPILE)
 	touch $@ $(VENV)/.installed

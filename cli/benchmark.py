@@ -30,7 +30,8 @@ __all__ = ["benchmark"]
     "--suite",
     "suite_name",
     default=None,
-    help=f"A named suite, one of {', '.join(SUITES)} (default main).",
+    help=f"A named suite, one of {', '.join(SUITES)} (default main), or tables: scikit-learn's bundled "
+    "data sets against three references (OUT/tables.csv, OUT/tables.md; only --out and --quiet apply).",
 )
 @click.option("--sizes", default="5000", show_default=True, help="Comma-separated sample sizes n.")
 @click.option("--seeds", type=int, default=5, show_default=True, help="Seeds per cell (0 .. N-1).")
@@ -85,6 +86,9 @@ def benchmark(
             for task in suites.suite(name):
                 click.echo(f"{name}\t{task.name}\t{task.family}\t{task.dim_x}x{task.dim_y}\t{task.mi:.4f}")
         return
+    if suite_name == "tables":
+        _tables(out_path=Path(out), quiet=quiet)
+        return
     check_device(device)
     check_format(file_format)
     plan = plan_from_names(
@@ -120,3 +124,42 @@ def _run(out: Path, plan, device: str, quiet: bool, launch) -> Path | None:
 
     with resumable_run("benchmark", lambda: interruption_note(out, plan), bars):
         return run_benchmark(out, plan, factory, log_line, launch, device)
+
+
+_NOT_FOR_TABLES = ("estimators", "tasks", "sizes", "seeds", "device", "file_format")
+"""Options of the closed-form suites that ``--suite tables`` refuses when given."""
+
+
+def _tables(out_path: Path, quiet: bool) -> None:
+    """``--suite tables``: :func:`mitool.benchmark.tables.run_tables` with a progress bar, then its
+    summary; without scikit-learn one line and exit 2."""
+    from mitool.benchmark import tables
+    from mitool.cli.errors import flag_of
+    from mitool.progress import Progress
+
+    context = click.get_current_context()
+    for name in _NOT_FOR_TABLES:
+        if context.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT):
+            raise click.UsageError(
+                f"{flag_of(context.command, name)} does not apply to --suite tables", ctx=None
+            )
+    try:
+        tables.require_sklearn()
+    except tables.SklearnMissing as error:
+        raise click.UsageError(str(error), ctx=None) from None
+    bars: list[Progress] = []
+
+    def progress(done: int, total: int, label: str) -> None:
+        if not bars:
+            bars.append(Progress(total, "tables", enabled=not quiet))
+        bars[0].set_done(done, label)
+
+    try:
+        rows, paths, seconds = tables.run_tables(out_path, progress=progress)
+    finally:
+        for bar in bars:
+            bar.close()
+    for path in paths:
+        click.echo(f"wrote {path}")
+    for line in tables.summary_lines(rows, seconds):
+        click.echo(line)

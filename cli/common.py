@@ -72,19 +72,36 @@ class EstimateProgress:
     (--quiet), a run that will take more than :data:`LONG_RUN_SECONDS` says so in one line on
     stderr at its second report: the time so far plus what is left at the rate between the first
     two reports (KSG reports after each subset; a neural estimate gives its most, as early stopping
-    may end it sooner)."""
+    may end it sooner).
+
+    The note says what the value is. Only critic training reports values before the end: the
+    bound on the validation pairs (``validation value 6.397 nats at step 650``); at its end it
+    reports the last or the best of them (the critic is kept at its best), said with the word that
+    the estimate is scored on the held-out pairs, so differs. Any other last value (a k-NN estimate
+    on all pairs) is left out: the result printed next is the estimate."""
 
     def __init__(self, label: str, enabled: bool) -> None:
         self.label, self.enabled, self.bar = label, enabled, None
         self.started, self.stated, self.first = time.perf_counter(), enabled, None
+        self.validated = False  # critic training reported a validation value
 
     def __call__(self, done: int, total: int, value: float) -> None:
         if self.bar is None:
             self.bar = Progress(total, self.label, enabled=self.enabled)
-        note = f"latest value {value:.3f} nats" if math.isfinite(value) else ""
-        self.bar.set_done(min(done, total), note)
+        self.bar.set_done(min(done, total), self.note(done, total, value))
         if not self.stated and 0 < done < total:
             self._state_the_time(done, total)
+
+    def note(self, done: int, total: int, value: float) -> str:
+        """The text after the bar: what ``value`` is (see the class), or nothing."""
+        if not math.isfinite(value):
+            return ""
+        if done < total:
+            self.validated = True
+            return f"validation value {value:.3f} nats at step {done}"
+        if self.validated:
+            return f"validation value {value:.3f} nats; the estimate is scored on the held-out pairs"
+        return ""
 
     def _state_the_time(self, done: int, total: int) -> None:
         now = time.perf_counter()

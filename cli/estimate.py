@@ -18,7 +18,10 @@ from mitool.ties import TIES_CHOICES
 
 __all__ = ["estimate_command", "estimator_help"]
 
-_OPTIONS = option_specs([(name, estimators.estimator_class(name).Settings) for name in estimators.names()])
+_OPTIONS = option_specs(
+    [(name, estimators.estimator_class(name).Settings) for name in estimators.names()],
+    routes=estimators.DEFAULTS,
+)
 
 
 def estimator_help() -> str:

@@ -1,22 +1,59 @@
-"""Reading paired samples from files for the command line: .npy, .npz (one array) or .csv."""
+"""Reading paired samples from files for the command line: .npy, .npz (one array) or .csv.
+
+``load_samples(path, name) -> Samples``: the values (numbers, or text labels) and, in words, what
+was decided while reading them (a header's column names, an index column left out, label columns),
+for the result's notes. The CSV rules are pure functions of the file's rows (:func:`table`); the
+file handling around them is thin.
+"""
 
 from __future__ import annotations
 
 import csv
 import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["SUFFIXES", "load_samples"]
+__all__ = ["SUFFIXES", "Samples", "load_samples", "table"]
 
 SUFFIXES = (".npy", ".npz", ".csv")
 
+INDEX_NAMES = ("", "unnamed: 0", "index")
+"""Header names of a first column that may be a row index: none (pandas' ``to_csv``, R's
+``write.csv``), pandas' name for that column read back (``Unnamed: 0``), and ``reset_index``'s."""
 
-def load_samples(path: str | Path, name: str) -> np.ndarray:
-    """A (n, d) float64 array from a .npy, .npz (one array) or .csv file (comma-separated numbers,
-    an optional header line); 1-D data become (n, 1). ``name`` ("X" or "Y") starts every error
-    message: ValueError (or FileNotFoundError) with one line naming the file and the problem."""
+MIXED = "(a column is all numbers or all labels; a header is a first line of names only)"
+"""What a field that is not a number in a column of numbers breaks."""
+
+SHOWN = 6
+"""At most this many column names or labels are listed in a note; more are the first few and a count."""
+
+
+@dataclass(frozen=True)
+class Samples:
+    """The samples of one file, one row per sample.
+
+    values: (n, d); float64 when every column holds numbers, otherwise dtype object with Python
+        floats in the number columns and ``str`` in the label columns (labels are not coded here:
+        :func:`mitool.estimate` codes them);
+    columns: the column names from a CSV header (without a left-out index column; "" where the
+        header leaves one empty), None without a header;
+    notes: what was decided while reading, each starting with the name ("X: ..."), for the
+        result's notes.
+    """
+
+    values: np.ndarray
+    columns: tuple[str, ...] | None = None
+    notes: tuple[str, ...] = ()
+
+
+def load_samples(path: str | Path, name: str) -> Samples:
+    """The samples of a .npy, .npz (one array) or .csv file (:func:`table` says how a CSV is read);
+    1-D data become (n, 1). Numbers must be finite; a .npy/.npz array of text (dtype <U) holds
+    labels. ``name`` ("X", "Y" or "Z") starts every note and every error message: ValueError (or
+    FileNotFoundError) with one line naming the file and the problem."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{name}: no such file: {path}")
@@ -28,35 +65,192 @@ def load_samples(path: str | Path, name: str) -> np.ndarray:
             f"{name}: unsupported file type {suffix or '(none)'!r}; allowed: {', '.join(SUFFIXES)}"
         )
     try:
-        data = _read(path, suffix, name)
+        if suffix == ".csv":
+            return _read_csv(path, name)
+        data = _read_array(path, suffix, name)
     except ValueError as error:
         if str(error).startswith(f"{name}:"):
             raise
         first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ValueError(f"{name}: cannot read {path} as {suffix} numbers: {first_line}") from None
+        raise ValueError(f"{name}: cannot read {path} as {suffix} data: {first_line}") from None
     except (OSError, EOFError) as error:
         raise ValueError(f"{name}: cannot read {path}: {error}") from None
-    return _checked(np.asarray(data), path, name)
+    return _array_samples(np.asarray(data), path, name)
 
 
 NPY_MAGIC = b"\x93NUMPY"
 """How every .npy file starts (numpy's format)."""
 
 
-def _read(path: Path, suffix: str, name: str) -> np.ndarray:
+def _read_array(path: Path, suffix: str, name: str) -> np.ndarray:
     if suffix == ".npy":
         with open(path, "rb") as stream:
             if stream.read(len(NPY_MAGIC)) != NPY_MAGIC:
                 raise ValueError(f"{name}: {path} is not a numpy array file (no .npy header)")
         return np.load(path, allow_pickle=False)
-    if suffix == ".npz":
-        with np.load(path, allow_pickle=False) as archive:
-            keys = list(archive.keys())
-            if len(keys) != 1:
-                held = f"{len(keys)} arrays ({', '.join(keys) or 'none'})"
-                raise ValueError(f"{name}: {path} holds {held}; give one array per file")
-            return archive[keys[0]]
-    return _read_csv(path, name)
+    with np.load(path, allow_pickle=False) as archive:
+        keys = list(archive.keys())
+        if len(keys) != 1:
+            held = f"{len(keys)} arrays ({', '.join(keys) or 'none'})"
+            raise ValueError(f"{name}: {path} holds {held}; give one array per file")
+        return archive[keys[0]]
+
+
+def _array_samples(data: np.ndarray, path: Path, name: str) -> Samples:
+    """A .npy/.npz array as samples: numbers (finite, as float64) or text labels (dtype <U, as
+    ``str`` in an object array; pickled object arrays are not read, so no other dtype holds labels)."""
+    if data.dtype.kind not in "biufU":
+        raise ValueError(
+            f"{name}: {path} must hold numbers or text labels (dtype <U), got dtype {data.dtype}"
+        )
+    if data.ndim == 1:
+        data = data[:, None]
+    if data.ndim != 2 or data.shape[0] < 1 or data.shape[1] < 1:
+        raise ValueError(f"{name}: expected one row per sample (a 1-D or 2-D array), got shape {data.shape}")
+    if data.dtype.kind == "U":
+        labels = data.astype(object)
+        return Samples(
+            labels, None, (_labels_note(name, [(f"{j + 1}", labels[:, j]) for j in range(data.shape[1])]),)
+        )
+    data = data.astype(np.float64)
+    bad = ~np.isfinite(data)
+    if bad.any():
+        row = int(np.argwhere(bad)[0][0])
+        raise ValueError(
+            f"{name}: {path} holds NaN or infinite values (first in row {row}); remove or fill them"
+        )
+    return Samples(data)
+
+
+# --- CSV: the rules, as functions of the rows -------------------------------------------------------
+
+
+def _read_csv(path: Path, name: str) -> Samples:
+    """The samples of a CSV file by :func:`table`; a file of numbers only is parsed by numpy (the
+    same rules, five times faster), anything else, or any problem, by the csv module, which names the
+    line and column of a bad field. A leading byte-order mark (as Excel writes) is skipped."""
+    with open(path, newline="", encoding="utf-8-sig") as stream:
+        reader = csv.reader(stream, skipinitialspace=True)
+        first = next((_fields(row) for row in reader if any(_fields(row))), None)
+        skipped = reader.line_num
+    if first is not None and not any(_is_number(field) for field in first):
+        numbers = _numbers(path, skipped)
+        if numbers is not None and numbers.shape[1] == len(first):
+            return _samples(tuple(first), list(numbers.T), name, path)
+    elif first is not None:
+        numbers = _numbers(path, 0)
+        if numbers is not None:
+            return _samples(None, list(numbers.T), name, path)
+    return table(_rows(path), name, path)
+
+
+def _numbers(path: Path, skip: int) -> np.ndarray | None:
+    """The (n, d) finite numbers of ``path`` after its first ``skip`` lines, or None when it is not
+    that (then :func:`table` says why, or reads labels)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # numpy's "input contained no data": table says it
+            data = np.loadtxt(
+                path,
+                delimiter=",",
+                skiprows=skip,
+                ndmin=2,
+                comments=None,
+                quotechar='"',
+                encoding="utf-8-sig",
+            )
+    except ValueError:
+        return None
+    return data if data.size and np.isfinite(data).all() else None
+
+
+def _rows(path: Path) -> list[tuple[int, list[str]]]:
+    """The rows of a CSV file, each with the line it starts on, without blank lines."""
+    rows: list[tuple[int, list[str]]] = []
+    with open(path, newline="", encoding="utf-8-sig") as stream:
+        reader = csv.reader(stream, skipinitialspace=True)
+        start = 1
+        for row in reader:
+            fields = _fields(row)
+            if any(fields):
+                rows.append((start, fields))
+            start = reader.line_num + 1
+    return rows
+
+
+def _fields(row: list[str]) -> list[str]:
+    """The fields without surrounding spaces, and without the quotes the csv module leaves when a
+    space follows the closing one."""
+    fields = [field.strip() for field in row]
+    return [
+        field[1:-1].strip() if len(field) >= 2 and field[0] == field[-1] == '"' else field for field in fields
+    ]
+
+
+def table(rows: Sequence[tuple[int, Sequence[str]]], name: str, path: Path) -> Samples:
+    """The samples of a CSV file's rows: (line, stripped fields) without blank lines.
+
+    Decided here, and why:
+
+    * header: the first line is a header when none of its fields is a number (an empty field, as
+      pandas writes above its index, is not one), unless each of its fields also occurs in its
+      column further down: then it is the first row of a file of labels (a name is not one of its
+      column's values; a file of labels whose first row has a label seen nowhere else loses that row
+      to the header, which the notes then name). With a header the notes name the columns.
+    * columns: a column is numbers, or labels when none of its fields is a number (class names such
+      as "setosa"); labels stay strings (:func:`mitool.estimate` codes them and takes them as
+      discrete) and a note says so. A column mixing numbers and other fields, an empty field (a
+      missing value), NaN or infinity, or a line of another width is an error naming the line and
+      column as an editor counts them (from 1).
+    * index: a first column that is a row index (as pandas and R write it) is left out, or kept
+      with a note when it may be data (:func:`_index_decision`).
+    """
+    if not rows:
+        raise ValueError(f"{name}: {path} holds no data rows")
+    first_line, first = rows[0]
+    header = None
+    body = rows
+    if not any(_is_number(field) for field in first):
+        if len(rows) == 1:
+            raise ValueError(f"{name}: {path} holds no data rows")
+        _check_widths(rows[1:], name, path)
+        below = [set(column) for column in _transposed(rows[1:])]
+        repeated = len(first) == len(below) and all(
+            field in seen for field, seen in zip(first, below, strict=True)
+        )
+        if not repeated:
+            header, body = tuple(first), rows[1:]
+            if len(header) != len(body[0][1]):
+                raise ValueError(
+                    f"{name}: {path} line {first_line} (a header) has {len(header)} fields, "
+                    f"the first data line {len(body[0][1])}"
+                )
+    _check_widths(body, name, path)
+    return _samples(header, _columns(body, name, path), name, path)
+
+
+def _samples(header: tuple[str, ...] | None, columns: list[np.ndarray], name: str, path: Path) -> Samples:
+    """The columns (float64 numbers or object arrays of labels) as samples, with the notes: an index
+    column left out (or kept), the header's names, the label columns."""
+    index_note, drop = _index_decision(columns[0], header, len(columns), name)
+    notes = [index_note] if index_note else []
+    kept = list(range(int(drop), len(columns)))
+    if header is not None:
+        shown = _listed([_one_line(header[j]) or f"(column {j + 1} unnamed)" for j in kept])
+        notes.append(f"{name}: column{'s' if len(kept) > 1 else ''} {shown} (from the header of {path.name})")
+    labels = [j for j in kept if columns[j].dtype == object]
+    if not labels:
+        values = np.stack([columns[j] for j in kept], axis=1)
+    else:
+        titles = [_one_line(header[j]) if header and header[j] else f"{j + 1}" for j in labels]
+        notes.append(
+            _labels_note(name, [(title, columns[j]) for title, j in zip(titles, labels, strict=True)])
+        )
+        values = np.empty((len(columns[0]), len(kept)), dtype=object)
+        for i, j in enumerate(kept):
+            values[:, i] = columns[j].tolist()
+    names = None if header is None else tuple(header[j] for j in kept)
+    return Samples(values, names, tuple(notes))
 
 
 def _is_number(field: str) -> bool:
@@ -67,57 +261,112 @@ def _is_number(field: str) -> bool:
     return True
 
 
-def _read_csv(path: Path, name: str) -> np.ndarray:
-    """The numbers of a CSV file; its first line is a header only when none of its fields is a number.
-    A field that is not a number is named by its line and column as an editor counts them (from 1)."""
-    with open(path, newline="") as stream:
-        first = next(csv.reader(stream), [])
-    header = bool(first) and not any(_is_number(field) for field in first)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # numpy's "input contained no data": said below
-            data = np.loadtxt(path, delimiter=",", skiprows=int(header), ndmin=1)
-    except ValueError:
-        _raise_first_bad_field(path, name, header)
-        raise
-    if data.size == 0:
-        raise ValueError(f"{name}: {path} holds no data rows")
-    return data
+def _transposed(rows: Sequence[tuple[int, Sequence[str]]]) -> list[tuple[str, ...]]:
+    """The columns of rows of one width."""
+    return list(zip(*(fields for _, fields in rows), strict=True))
 
 
-def _raise_first_bad_field(path: Path, name: str, header: bool) -> None:
-    """ValueError naming the first field of ``path`` that is not a number, or the first line whose
-    number of fields differs from the first data line's."""
-    width = None
-    with open(path, newline="") as stream:
-        for line, row in enumerate(csv.reader(stream), start=1):
-            if (header and line == 1) or not any(field.strip() for field in row):
-                continue
-            for column, field in enumerate(row, start=1):
-                if not _is_number(field):
-                    raise ValueError(
-                        f"{name}: {path} line {line}, column {column}: {field.strip()!r} is not a number "
-                        "(a header is a first line of names only)"
-                    )
-            if width is not None and len(row) != width:
-                raise ValueError(
-                    f"{name}: {path} line {line} has {len(row)} fields, the first data line {width}"
-                )
-            width = len(row) if width is None else width
+def _check_widths(rows: Sequence[tuple[int, Sequence[str]]], name: str, path: Path) -> None:
+    width = len(rows[0][1])
+    for line, fields in rows:
+        if len(fields) != width:
+            raise ValueError(
+                f"{name}: {path} line {line} has {len(fields)} fields, the first data line {width}"
+            )
 
 
-def _checked(data: np.ndarray, path: Path, name: str) -> np.ndarray:
-    if data.dtype.kind not in "biuf":
-        raise ValueError(f"{name}: {path} must hold numbers, got dtype {data.dtype}")
-    if data.ndim == 1:
-        data = data[:, None]
-    if data.ndim != 2 or data.shape[0] < 1 or data.shape[1] < 1:
-        raise ValueError(f"{name}: expected one row per sample (a 1-D or 2-D array), got shape {data.shape}")
-    data = data.astype(np.float64)
-    bad = ~np.isfinite(data)
-    if bad.any():
-        row = int(np.argwhere(bad)[0][0])
-        raise ValueError(
-            f"{name}: {path} holds NaN or infinite values (first in row {row}); remove or fill them"
+def _columns(body: Sequence[tuple[int, Sequence[str]]], name: str, path: Path) -> list[np.ndarray]:
+    """Each column as float64 numbers (finite) or an object array of labels (``str``); the first
+    bad field of the table (by line, then column) is an error naming it."""
+    lines = [line for line, _ in body]
+    columns: list[np.ndarray] = []
+    problems: list[tuple[int, int, str]] = []
+    for j, fields in enumerate(_transposed(body)):
+        try:
+            numbers = np.array(fields, dtype=str).astype(np.float64)
+        except ValueError:
+            numbers = None
+        if numbers is not None:
+            if not np.isfinite(numbers).all():
+                i = int(np.argmin(np.isfinite(numbers)))
+                problems.append((lines[i], j + 1, f": {fields[i]!r} is NaN or infinite; remove or fill it"))
+            columns.append(numbers)
+            continue
+        numeric = [_is_number(field) for field in fields]
+        i = numeric.index(False) if any(numeric) else fields.index("") if "" in fields else None
+        if i is not None and fields[i] == "":
+            problems.append((lines[i], j + 1, " is empty (a missing value); remove or fill it"))
+        elif i is not None:
+            problems.append(
+                (lines[i], j + 1, f": {fields[i]!r} is not a number, but its column holds numbers {MIXED}")
+            )
+        columns.append(np.array(fields, dtype=object))
+    if problems:
+        line, column, problem = min(problems)
+        raise ValueError(f"{name}: {path} line {line}, column {column}{problem}")
+    return columns
+
+
+def _index_decision(
+    column: np.ndarray, header: tuple[str, ...] | None, width: int, name: str
+) -> tuple[str, bool]:
+    """(a note or "", whether the first column is left out), and why.
+
+    A first column named like an index (:data:`INDEX_NAMES`: pandas' ``to_csv`` leaves its header
+    field empty) that holds exactly 0, 1, ..., n-1 (pandas' default index) or 1..n (R's
+    ``write.csv``) is a row number, not data: it is left out, with a note (unless it is the only
+    column). Without such a name (no header, or another name) the same column is kept, with a note
+    from 3 rows on: it may be data (a count, a time step), a column left out silently is worse than
+    a note, and the note says how to write the file without it. A first column named like an index
+    that holds other distinct whole numbers (the index of a shuffled or filtered frame) is kept with
+    a note too: numbers alone do not tell it from data."""
+    if column.dtype != np.float64:
+        return "", False
+    n = len(column)
+    named = header is not None and header[0].lower() in INDEX_NAMES
+    start = next((s for s in (0, 1) if np.array_equal(column, np.arange(s, s + n))), None)
+    if named and start is not None and width > 1:
+        writer = "pandas' to_csv" if start == 0 else "R's write.csv"
+        index = f"an index named {header[0]!r}" if header[0] else "an unnamed index"
+        return (
+            f"{name}: first column ({index} {start}..{start + n - 1}, as {writer} writes it) left out",
+            True,
         )
-    return data
+    if start is not None and n >= 3:
+        return (
+            f"{name}: first column holds {start}..{start + n - 1} like a row index; "
+            "kept as data (if it is an index, write the file without it, e.g. pandas' to_csv(index=False))"
+        ), False
+    whole = bool(np.all(column == np.round(column))) and len(np.unique(column)) == n
+    if named and whole and width > 1 and n >= 3:
+        called = f"the name {header[0]!r}" if header[0] else "no name"
+        return (
+            f"{name}: first column has {called} and distinct whole numbers, like the index of a "
+            "shuffled or filtered pandas frame; kept as data (if it is an index, write the file with "
+            "to_csv(index=False))"
+        ), False
+    return "", False
+
+
+def _labels_note(name: str, columns: Sequence[tuple[str, np.ndarray]]) -> str:
+    """ "Y: column species holds labels (3 distinct: a, b, c)": what was read; that labels are
+    discrete is the estimate's decision, and its notes say so."""
+    if len(columns) == 1:
+        title, labels = columns[0]
+        distinct = sorted(set(labels.tolist()))
+        listed = f": {_listed(distinct)}" if len(distinct) <= SHOWN else ""
+        return f"{name}: column {title} holds labels ({len(distinct)} distinct{listed})"
+    parts = [f"{title} ({len(set(labels.tolist()))} distinct)" for title, labels in columns]
+    return f"{name}: columns {_listed(parts)} hold labels"
+
+
+def _one_line(text: str) -> str:
+    """A header name (a quoted one may hold line breaks) on one line, for a note."""
+    return " ".join(text.split())
+
+
+def _listed(items: Sequence[str]) -> str:
+    """ "a, b, c", or the first few and a count when there are more than :data:`SHOWN`."""
+    if len(items) <= SHOWN:
+        return ", ".join(items)
+    return f"{', '.join(items[: SHOWN - 1])} and {len(items) - SHOWN + 1} more"

@@ -6,13 +6,16 @@ a boolean: ``--canonical/--no-canonical``), its type that of its annotation (a t
 comma-separated list of its items' type), its help the field's ``help`` with the default. Every
 option's own default is None, so that only what the user typed reaches the settings
 (:func:`given_options`) and each class keeps its defaults. Options taken from several classes (the
-settings of every estimator) appear once; where their defaults differ the help lists them.
+settings of every estimator) appear once; where their defaults differ the help lists them, and where
+the command's default route (``routes``: :data:`mitool.estimators.DEFAULTS`, used when no
+--estimator is given) sets another value the help says that too: ``[default: 1; 2 when --estimator
+is not given, for X and Y continuous]``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import click
@@ -61,20 +64,50 @@ def value_text(value: object) -> str:
     return str(value)
 
 
-def _default_text(defaults: dict[str, object]) -> str:
+def _default_text(defaults: dict[str, object], routed: Sequence[str] = ()) -> str:
     """ "[default: 5]" when the owners agree, "[ksg 5, ross 3]" when they do not, and "[2000;
-    classifier 3000]" when most agree (three or more)."""
+    classifier 3000]" when most agree (three or more); ``routed``: notes on the default route
+    (:func:`_route_notes`) added after a semicolon."""
     shown = {owner: value for owner, value in defaults.items() if value is not None}
-    if not shown:
-        return ""
     texts = {owner: value_text(value) for owner, value in shown.items()}
-    if len(set(texts.values())) == 1 and len(shown) == len(defaults):
-        return f"[default: {next(iter(texts.values()))}]"
-    common = max(set(texts.values()), key=list(texts.values()).count)
-    if list(texts.values()).count(common) < 3:
-        return "[" + ", ".join(f"{owner} {text}" for owner, text in texts.items()) + "]"
-    others = [f"{owner} {text}" for owner, text in texts.items() if text != common]
-    return f"[{common}; " + ", ".join(others) + "]"
+    common = max(set(texts.values()), key=list(texts.values()).count) if texts else ""
+    if not shown:
+        inner = ""
+    elif len(set(texts.values())) == 1 and len(shown) == len(defaults):
+        inner = f"default: {common}"
+    elif list(texts.values()).count(common) < 3:
+        inner = ", ".join(f"{owner} {text}" for owner, text in texts.items())
+    else:
+        others = [f"{owner} {text}" for owner, text in texts.items() if text != common]
+        inner = f"{common}; " + ", ".join(others)
+    parts = [part for part in (inner, *routed) if part]
+    return f"[{'; '.join(parts)}]" if parts else ""
+
+
+def _route_notes(
+    name: str, defaults: dict[str, object], routes: Mapping[str, Any] | None, chooser: str
+) -> list[str]:
+    """What the default routes set for setting ``name`` where it differs from the owner's default:
+    "2 when --estimator is not given, for X and Y continuous" (the owner named first, "ksg rank
+    ...", when the owners' defaults differ). ``routes``: kind of data -> an object with the
+    ``name`` of the owner used and the ``settings`` it is given (:class:`mitool.estimators.Default`);
+    a kind is described by :data:`mitool.estimators.base.CASES`."""
+    if not routes:
+        return []
+    from mitool.estimators.base import CASES
+
+    agree = len({value_text(value) for value in defaults.values()}) == 1
+    cases: dict[str, list[str]] = {}
+    for case, route in routes.items():
+        settings = getattr(route, "settings", None) or {}
+        if name not in settings or route.name not in defaults:
+            continue
+        value = value_text(settings[name])
+        if value == value_text(defaults[route.name]):
+            continue
+        cases.setdefault(value if agree else f"{route.name} {value}", []).append(CASES.get(case, case))
+    return [f"{value} when {chooser} is not given, for {' or '.join(kinds)}" for value, kinds in
+            cases.items()]  # fmt: skip
 
 
 def _default(field: dataclasses.Field) -> object:
@@ -90,10 +123,16 @@ def option_specs(
     skip: Sequence[str] = (),
     defaults: dict[str, object] | None = None,
     default_texts: dict[str, str] | None = None,
+    routes: Mapping[str, Any] | None = None,
+    chooser: str = "--estimator",
 ) -> dict[str, OptionSpec]:
     """The options of the fields of the ``(owner, dataclass)`` pairs, fields of ``skip`` left out;
     ``defaults`` replaces a field's default in the help (a command's own default), ``default_texts``
-    the whole bracket (defaults that depend on other settings: "[moco 0.03, simclr 0.3]")."""
+    the whole bracket (defaults that depend on other settings: "[moco 0.03, simclr 0.3]").
+    ``routes``: what the command uses when the option ``chooser`` is not given
+    (:data:`mitool.estimators.DEFAULTS`: kind of data -> owner and settings); where a route gives a
+    setting another value than its owner's default, the help says both ("[default: 1; 2 when
+    --estimator is not given, for X and Y continuous]")."""
     owned: dict[str, list[tuple[str, dataclasses.Field]]] = {}
     for owner, settings in classes:
         for field in dataclasses.fields(settings):
@@ -110,7 +149,8 @@ def option_specs(
         meaning = first.metadata.get("help", "")
         if len(pairs) < len(classes) and len(pairs) <= 3:
             meaning += f" ({', '.join(owner for owner, _ in pairs)} only)"
-        bracket = (default_texts or {}).get(name, _default_text(shown))
+        routed = _route_notes(name, shown, routes, chooser)
+        bracket = (default_texts or {}).get(name, _default_text(shown, routed))
         specs[name] = OptionSpec(name, flag, kind, is_list, f"{meaning} {bracket}".strip(), shown)
     return specs
 

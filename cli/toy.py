@@ -41,6 +41,11 @@ _FORMAT = click.option(
     help=f"Figure format, one of {', '.join(FORMATS)} (pdf and svg are vector).",
 )  # fmt: skip
 _QUIET = click.option("--quiet", is_flag=True, help="No progress display.")
+_CAPTION = click.option(
+    "--caption/--no-caption", default=True, show_default=True,
+    help="Write the caption line under each figure (what the lines and bands are, steps per stage, seeds, "
+    "batch, d); --no-caption for a paper, whose own caption says it.",
+)  # fmt: skip
 
 
 def _study(context: click.Context, grid: dict, **fixed: object) -> tuple[Grid, ToySettings]:
@@ -69,9 +74,12 @@ def toy() -> None:
 @settings_options(_SETTINGS)
 @click.option("--out", default="runs/toy-run", show_default=True, help="Output directory.")
 @_FORMAT
+@_CAPTION
 @_QUIET
 @click.pass_context
-def run_command(context: click.Context, out: str, file_format: str, quiet: bool, **_: object) -> None:
+def run_command(
+    context: click.Context, out: str, file_format: str, caption: bool, quiet: bool, **_: object
+) -> None:
     """One configuration (one critic, one K, the given bounds and seeds) over the staircase.
 
     Writes OUT/curves.csv (run, estimator, critic, negatives, alpha, seed, step, true_mi, estimate),
@@ -92,11 +100,13 @@ def run_command(context: click.Context, out: str, file_format: str, quiet: bool,
     out_path = Path(out)
     with Progress(settings.total_steps, "toy run", enabled=not quiet) as bar:
         study.run(out_path, grid, settings, progress=progress_reporter(bar), log=log_line)
-    written = plots.redraw(out_path, file_format)
+    written = plots.redraw(out_path, file_format, caption)
     _echo_written([out_path / "curves.csv", out_path / "summary.csv", *written, out_path / "config.json"])
 
 
-def _run_sweep(out: str, grid: Grid, settings: ToySettings, quiet: bool, file_format: str) -> list[Path]:
+def _run_sweep(
+    out: str, grid: Grid, settings: ToySettings, quiet: bool, file_format: str, caption: bool = True
+) -> list[Path]:
     """Run the sweep in :func:`resumable_run`'s shell; the paths written (none on ranks above 0)."""
     from mitool.cli.common import check_device
     from mitool.figures import check_format
@@ -121,7 +131,7 @@ def _run_sweep(out: str, grid: Grid, settings: ToySettings, quiet: bool, file_fo
             f"rank {launch.rank} of {launch.world}: cells done; rank 0 writes {out_path / 'summary.csv'}"
         )
         return []
-    written = [summary, *plots.redraw(out_path, file_format)]
+    written = [summary, *plots.redraw(out_path, file_format, caption)]
     _echo_written(written)
     return written
 
@@ -133,9 +143,12 @@ def _run_sweep(out: str, grid: Grid, settings: ToySettings, quiet: bool, file_fo
     "--out", default="runs/toy-sweep", show_default=True, help="Output directory (a rerun resumes)."
 )
 @_FORMAT
+@_CAPTION
 @_QUIET
 @click.pass_context
-def sweep_command(context: click.Context, out: str, file_format: str, quiet: bool, **_: object) -> None:
+def sweep_command(
+    context: click.Context, out: str, file_format: str, caption: bool, quiet: bool, **_: object
+) -> None:
     """A grid of bounds x critics x K x seeds over the staircase, resumable, shared under torchrun.
 
     Each (critic, K) cell trains all its bounds and seeds as one batched model and is saved under
@@ -149,7 +162,7 @@ def sweep_command(context: click.Context, out: str, file_format: str, quiet: boo
 
     set_threads_to_free_cores()
     grid, settings = _study(context, _SWEEP)
-    _run_sweep(out, grid, settings, quiet, file_format)
+    _run_sweep(out, grid, settings, quiet, file_format, caption)
 
 
 @toy.command("demo")
@@ -165,10 +178,12 @@ def sweep_command(context: click.Context, out: str, file_format: str, quiet: boo
     "[default: the free cores, at most 4].",
 )  # fmt: skip
 @_FORMAT
+@_CAPTION
 @_QUIET
 def demo_command(
-    out: str, steps_per_stage: int, device: str, processes: int | None, file_format: str, quiet: bool
-) -> None:
+    out: str, steps_per_stage: int, device: str, processes: int | None, file_format: str, caption: bool,
+    quiet: bool,
+) -> None:  # fmt: skip
     """The default study, shortened to a few minutes: the bounds infonce, eqco, dcl, nwj with the
     separable and the cosine critic (MLPs 128 wide), K = 4, 16, 64, 256, the 2-4-6-8-10 nat
     staircase, 3 seeds, steps per stage shortened (see --steps-per-stage).
@@ -187,7 +202,7 @@ def demo_command(
     with local_ranks(count, [*program_words(), *sys.argv[1:]]):
         set_threads_to_free_cores()
         grid = Grid(critics=DEMO_CRITICS, negatives=DEMO_NEGATIVES, seeds=3)
-        written = _run_sweep(out, grid, settings, quiet, file_format)
+        written = _run_sweep(out, grid, settings, quiet, file_format, caption)
     if written:
         figures = ", ".join(f"{name}.{file_format}" for name in ("bias_vs_k", "std_vs_k", "gradnorm_vs_k"))
         click.echo(f"demo results in {Path(out)}: summary.csv, {figures}")
@@ -196,12 +211,13 @@ def demo_command(
 @toy.command("plot")
 @click.argument("out", type=click.Path(file_okay=False))
 @_FORMAT
+@_CAPTION
 @click.option("--quiet", is_flag=True, help="Do not print the figures' paths.")
-def plot_command(out: str, file_format: str, quiet: bool) -> None:
+def plot_command(out: str, file_format: str, caption: bool, quiet: bool) -> None:
     """Redraw every figure of a `toy run` or `toy sweep` directory OUT from its CSV files."""
     from mitool.toy import plots
 
-    written = plots.redraw(Path(out), file_format)
+    written = plots.redraw(Path(out), file_format, caption)
     if not quiet:
         _echo_written(written)
 

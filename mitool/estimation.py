@@ -77,6 +77,14 @@ dimensions it was within 0.04 nats of the truth on every one, the neural estimat
 on one (docs/mi-benchmark.md)."""
 
 
+CLASSIFIER_DIMENSION = 10
+"""A continuous X of more dimensions than this against a discrete Y is estimated by a held-out
+classifier: Ross's k-NN estimate falls with the dimension (4 Gaussian classes, MI 0.634, n = 3000,
+2 seeds: Ross -0.03 at 10 dimensions, -0.20 at 20, -0.36 at 40; the classifier -0.02, -0.06,
+-0.04), and on scikit-learn's digits (64 pixels) Ross was 0.13 nats under a logistic regression's
+held-out bound."""
+
+
 def is_discrete(rows: np.ndarray) -> bool:
     """Whole numbers with at most max(2, floor(sqrt(n))) distinct rows: the ``auto`` rule."""
     if not np.all(rows == np.round(rows)):
@@ -134,7 +142,7 @@ def case_of(sides: dict[str, bool], x: np.ndarray, y: np.ndarray, conditional: b
     if atoms:
         return "ties"
     if sides["y"]:
-        return "discrete-y"
+        return "discrete-y-high-dimension" if x.shape[1] > CLASSIFIER_DIMENSION else "discrete-y"
     return "low-dimension" if x.shape[1] + y.shape[1] <= LOW_DIMENSION else "continuous"
 
 
@@ -259,27 +267,41 @@ def _plan(x: ArrayLike, y: ArrayLike, z: ArrayLike | None, options: _Options) ->
     return _Plan((rows["x"], rows["y"], rows["z"]), notes, chosen, sides=sides)
 
 
+def _atoms_unsupported(rows: dict[str, np.ndarray | None], sides: dict[str, bool], name: str) -> str:
+    """Why the atoms of side ``name`` cannot go to the estimator for atoms (which takes one
+    continuous column against another), or "" when they can."""
+    if rows["z"] is not None:
+        return "no conditional estimator takes atoms"
+    if any(sides.values()):
+        return "the other variable is discrete, and its estimator takes the atoms as tight clusters"
+    if rows[name].shape[1] > 1:
+        return "the estimator for atoms takes one column against another"
+    return ""
+
+
 def _treated_ties(
     rows: dict[str, np.ndarray | None], sides: dict[str, bool], options: _Options, notes: list[str]
 ) -> tuple[dict[str, np.ndarray | None], bool]:
     """The rows with the ties of each continuous side treated as ``options.ties`` says (the notes
-    added to ``notes``), and whether atoms remain. Conditional data have no estimator for atoms:
-    their ties are dequantised."""
-    conditional = rows["z"] is not None
-    ties = "dequantise" if conditional and options.ties == "auto" else options.ties
+    added to ``notes``), and whether atoms remain. With ``auto``, atoms that the estimator for
+    atoms cannot take (:func:`_atoms_unsupported`) are dequantised too, which keeps the MI."""
     rng = np.random.default_rng([options.seed, 0x7135])  # apart from the estimator's own streams
     treated, atoms = dict(rows), False
     for name, side_rows in rows.items():
         if side_rows is None or sides.get(name, False):
             continue
-        result = treat_ties(name, side_rows, ties, rng)
+        result = treat_ties(name, side_rows, options.ties, rng)
+        unsupported = _atoms_unsupported(rows, sides, name) if result.atoms else ""
+        if unsupported and options.ties == "auto":
+            result = treat_ties(name, side_rows, "dequantise", rng)
+            notes.append(f"{name}: its point masses dequantised as well ({unsupported}; the MI is unchanged)")
+        elif unsupported and rows["z"] is not None:
+            raise checks.ParameterError(
+                "ties", f"is {options.ties!r}, but {unsupported}; use ties='auto' or 'dequantise', or name "
+                "the discrete variables with the {=discrete} option", ("discrete",),
+            )  # fmt: skip
         treated[name], atoms = result.rows, atoms or result.atoms
         notes += result.notes
-    if conditional and atoms:
-        raise checks.ParameterError(
-            "ties", "is 'atoms', but no conditional estimator takes atoms; use ties='auto' or 'dequantise', "
-            "or "            "name the discrete variables with the {=discrete} option", ("discrete",),
-        )  # fmt: skip
     return treated, atoms
 
 

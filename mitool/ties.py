@@ -124,12 +124,18 @@ class TiesTreated:
     notes: tuple[str, ...]
 
 
+def _listed(indices: list[int], total: int) -> str:
+    shown = ", ".join(map(str, indices[:8])) + (", ..." if len(indices) > 8 else "")
+    return f"columns {shown} ({len(indices)} of {total})"
+
+
 def treat_ties(name: str, rows: np.ndarray, ties: str, rng: np.random.Generator) -> TiesTreated:
     """The continuous rows (n, d) of side ``name`` with their repeated values treated as ``ties``
-    says (:data:`TIES_CHOICES`), column by column; ParameterError for ``refuse`` on a column with
+    says (:data:`TIES_CHOICES`), column by column, and notes saying what was done (one per column
+    with atoms, one for the columns dequantised); ParameterError for ``refuse`` on a column with
     ties."""
     checks.choice("ties", ties, TIES_CHOICES)
-    columns, notes, any_atoms = [], [], False
+    columns, notes, dequantised, any_atoms = [], [], [], False
     for index in range(rows.shape[1]):
         column = rows[:, index]
         tied = _tied(column)
@@ -151,16 +157,20 @@ def treat_ties(name: str, rows: np.ndarray, ties: str, rng: np.random.Generator)
         columns.append(dequantise(column, rng, keep=atoms))
         if len(atoms):
             any_atoms = True
-            on_atoms = np.isin(column, atoms)
+            on_atoms = int(np.isin(column, atoms).sum())
             shown = ", ".join(f"{value:g}" for value in atoms[:5]) + (" ..." if len(atoms) > 5 else "")
-            rest = tied - (int(on_atoms.sum()) - len(atoms))
+            rest = tied - (on_atoms - len(atoms))
             notes.append(
-                f"{label}: point mass(es) at {shown} ({int(on_atoms.sum())} rows) taken as atoms"
-                + (f"; {rest} other repeated values dequantised (finite precision)" if rest else "")
+                f"{label}: point mass(es) at {shown} ({on_atoms} rows) taken as atoms"
+                + (f"; its {rest} other repeated values dequantised (finite precision)" if rest else "")
             )
         else:
-            notes.append(
-                f"{label}: {tied} rows repeat a value (finite precision, no point mass): dequantised "
-                "within the data's resolution (MI unchanged)"
-            )
+            dequantised.append((index, tied))
+    if dequantised:
+        kind = "finite precision, no point mass" if ties == "auto" else "ties='dequantise'"
+        if rows.shape[1] == 1:
+            what = f"{name}: {dequantised[0][1]} rows repeat a value"
+        else:
+            what = f"{name}: {_listed([index for index, _ in dequantised], rows.shape[1])} repeat values"
+        notes.append(f"{what} ({kind}): dequantised within the data's resolution (MI unchanged)")
     return TiesTreated(np.stack(columns, axis=1), any_atoms, tuple(notes))

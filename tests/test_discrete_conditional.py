@@ -203,7 +203,9 @@ def test_a_discrete_z_is_the_weighted_mi_within_its_groups() -> None:
     task = DiscreteCause((0.3, 0.5, 0.2), (0.0, 0.5, 0.9))
     x, y, z = task._rows(6000, np.random.default_rng(8))
     result = estimate(x, y, estimator="gaussian", z=z)
-    manual = sum((z == g).mean() * estimate(x[z == g], y[z == g], estimator="gaussian").value for g in range(3))
+    manual = sum(
+        (z == g).mean() * estimate(x[z == g], y[z == g], estimator="gaussian").value for g in range(3)
+    )
     assert result.value == pytest.approx(manual, abs=1e-12) and abs(result.value - task.mi) < 0.03
     assert any("within each of its 3 groups" in note for note in result.notes)
 
@@ -219,7 +221,9 @@ def test_what_estimate_refuses_or_notes() -> None:
     assert math.isfinite(with_constant.value) and "x: column(s) 2 are constant" in with_constant.notes[0]
     with pytest.raises(ParameterError, match="^discrete declares y discrete, but y holds non-integer values"):
         estimate(x, x[:, 0] * 0.5, discrete="y")
-    with pytest.raises(ParameterError, match="^z must be samples .* got the text 'gaussian'.* estimator='gaussian'"):
+    with pytest.raises(
+        ParameterError, match="^z must be samples .* got the text 'gaussian'.* estimator='gaussian'"
+    ):
         estimate(x, x, "gaussian")  # the third argument is z: an estimator is named by keyword
     with pytest.raises(ParameterError, match="^z must have the same number of rows"):
         estimate(x, x, z=np.ones(499))

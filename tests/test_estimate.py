@@ -71,8 +71,8 @@ def test_npy_npz_and_csv_load_the_same_rows(tmp_path: Path) -> None:
     np.savetxt(tmp_path / "a.csv", data, delimiter=",", header="u,v,w", comments="")
     np.savetxt(tmp_path / "b.csv", data[:, 0], delimiter=",")
     for name in ("a.npy", "a.npz", "a.csv"):
-        np.testing.assert_allclose(load_samples(tmp_path / name, "X"), data)
-    assert load_samples(tmp_path / "b.csv", "X").shape == (4, 1)
+        np.testing.assert_allclose(load_samples(tmp_path / name, "X").values, data)
+    assert load_samples(tmp_path / "b.csv", "X").values.shape == (4, 1)
 
 
 def write_bad_files(folder: Path) -> dict[str, Path]:

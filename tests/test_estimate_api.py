@@ -154,7 +154,10 @@ def test_estimate_fields_and_interval() -> None:
 def test_runs_trained_together_equal_runs_trained_alone() -> None:
     data = [gaussian(seed=seed) for seed in (1, 2)]
     together = estimators.get("infonce", **SMALL).estimate_many(data, seeds=[5, 6])
-    alone = [estimate(x, y, estimator="infonce", seed=seed, **SMALL) for (x, y), seed in zip(data, (5, 6), strict=True)]
+    alone = [
+        estimate(x, y, estimator="infonce", seed=seed, **SMALL)
+        for (x, y), seed in zip(data, (5, 6), strict=True)
+    ]
     for joint, single in zip(together, alone, strict=True):
         assert joint.details["best_step"] == single.details["best_step"]
         assert joint.value == pytest.approx(single.value, abs=1e-4)
@@ -198,7 +201,10 @@ def test_an_ensemble_trains_several_critics_per_data_set() -> None:
         **SMALL,
         "radial": False,
     }  # trained critics only (a Gaussian one kept twice would be the same)
-    single, double = estimate(x, y, estimator="infonce", **settings), estimate(x, y, estimator="infonce", ensemble=2, **settings)
+    single, double = (
+        estimate(x, y, estimator="infonce", **settings),
+        estimate(x, y, estimator="infonce", ensemble=2, **settings),
+    )
     assert double.details["negatives_test"] == single.details["negatives_test"]
     assert double.value != single.value and abs(double.value - single.value) < 0.3
     assert "of training (the spread of the 2 critics of the ensemble)" in double.interval

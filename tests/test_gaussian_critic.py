@@ -99,7 +99,10 @@ def test_cross_fitting_agrees_with_the_plain_split_and_scores_every_pair() -> No
     sample = CorrelatedGaussian(2, mi=0.5).sample(3000, generator=torch.Generator().manual_seed(3))
     x, y = (side.numpy() for side in sample)
     settings = {"steps": 300, "hidden": 32, "batch_size": 128, "eval_every": 50, "ensemble": 1, "seed": 1}
-    split, folds = estimate(x, y, estimator="infonce", **settings), estimate(x, y, estimator="infonce", folds=3, **settings)
+    split, folds = (
+        estimate(x, y, estimator="infonce", **settings),
+        estimate(x, y, estimator="infonce", folds=3, **settings),
+    )
     assert (split.details["n_test"], folds.details["n_test"]) == (600, 3000)
     assert split.value == pytest.approx(0.5, abs=0.1) and folds.value == pytest.approx(0.5, abs=0.1)
     assert folds.ci_low <= 0.5 + 0.05 and "3 folds" in folds.interval

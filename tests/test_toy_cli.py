@@ -211,6 +211,49 @@ def test_sweep_writes_vector_figures(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("*.png"))
 
 
+def test_the_figures_against_k_fit_a_page_and_drop_the_caption_when_asked(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A real sweep over the default five stages: bias_vs_k is 3 + 2 panels and the legend, a
+    page wide (it was five panels in a row, 3460 x 676 px); `toy plot --no-caption` redraws it with
+    no caption text (the figures' texts, recorded as they are saved)."""
+    from matplotlib.image import imread
+
+    from mitool.figures import PAGE_WIDTH
+    from mitool.toy import plots
+
+    saved: dict[str, list[str]] = {}
+    real_save = plots.save
+
+    def recording_save(figure, path, *args, **kwargs):
+        saved[Path(path).name] = [text.get_text() for text in figure.findobj(plots.plt.Text)]
+        return real_save(figure, path, *args, **kwargs)
+
+    monkeypatch.setattr(plots, "save", recording_save)
+    small = [item for index, item in enumerate(TINY) if index not in (2, 3)]  # all but --mi 1,3
+    out = tmp_path / "sweep"
+    args = ["toy", "sweep", "--estimators", "infonce,nwj", "--negatives", "2,4", "--mi", "2,4,6,8,10"]
+    assert invoke(*args, "--out", str(out), *small).exit_code == 0
+    height, width = imread(out / "bias_vs_k.png").shape[:2]
+    assert width <= (PAGE_WIDTH + 0.4) * 200 and 1.1 <= width / height <= 1.8, (width, height)
+    assert any(text.startswith("Lines:") for text in saved["bias_vs_k.png"])
+    figure = plots.figure_against_k(rows(out / "summary.csv"), "bias")
+    drawn = [axis for axis in figure.axes if axis.axison]
+    assert len(drawn) == 5 and len({axis.get_subplotspec().rowspan.start for axis in drawn}) == 2
+    assert max(axis.get_subplotspec().colspan.start for axis in drawn) == 2  # three columns
+    plots.plt.close(figure)
+
+    saved.clear()
+    result = invoke("toy", "plot", str(out), "--no-caption")
+    assert result.exit_code == 0 and f"wrote {out / 'bias_vs_k.png'}" in result.stdout
+    assert {"bias_vs_k.png", "std_vs_k.png", "gradnorm_vs_k.png", "staircase_separable-K2.png"} <= set(saved)
+    for name, texts in saved.items():
+        assert not [text for text in texts if "Lines:" in text or "steps per stage" in text], name
+    assert imread(out / "bias_vs_k.png").shape[0] < height  # the caption's lines are gone
+    for command in ("run", "sweep", "demo", "plot"):  # every command that draws figures
+        assert "--caption / --no-caption" in invoke("toy", command, "--help").output
+
+
 def test_help_of_every_command() -> None:
     for command in (["toy", "run"], ["toy", "sweep"], ["toy", "plot"], ["toy", "demo"], ["estimate"]):
         result = invoke(*command, "--help")

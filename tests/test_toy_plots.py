@@ -1,6 +1,7 @@
 """The toy study's figures, drawn from hand-made CSV rows: legend entries only for what is drawn,
 axes fitted to the data and to the stages asked for, clipped values marked with their value, bands
-over seeds, math labels, plain tick labels and the caption line."""
+over seeds, math labels, plain tick labels, the panels in a grid at most three wide, diverged cells
+named with their bound, and the caption line (or none)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import math
 import matplotlib.pyplot as plt
 import pytest
 
-from mitool.toy.plots import figure_against_k, figure_staircase
+from mitool.figures import PAGE_WIDTH
+from mitool.toy.plots import colour_of, figure_against_k, figure_staircase
 from mitool.toy.study import SUMMARY_COLUMNS
 
 SETTINGS = {"steps_per_stage": 40, "batch_size": 16, "dim": 5, "transform": None}
@@ -29,11 +31,17 @@ def summary_row(
 
 
 def legend_labels(figure: plt.Figure) -> list[str]:
-    return [text.get_text() for legend in figure.legends for text in legend.get_texts()]
+    """The labels of the figure's legend, unwrapped (long labels are wrapped to the legend's cell)."""
+    return [" ".join(text.get_text().split()) for legend in figure.legends for text in legend.get_texts()]
 
 
 def texts(figure: plt.Figure) -> list[str]:
     return [text.get_text() for text in figure.findobj(plt.Text)]
+
+
+def panels(figure: plt.Figure) -> list[plt.Axes]:
+    """The panels drawn (the legend's cell is an axis turned off)."""
+    return [axis for axis in figure.axes if axis.axison]
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +58,7 @@ def test_bias_figure_without_anything_off_scale_has_no_entry_for_it() -> None:
     assert labels[:2] == ["infonce", "nwj"]  # the bounds drawn, and no critic entries (one critic)
     assert not any("beyond" in label or "diverged" in label or "critic" in label for label in labels)
     assert "the bound's cap minus $I$" in labels  # infonce has a cap, drawn dotted
-    (axis,) = figure.axes
+    (axis,) = panels(figure)
     low, high = axis.get_ylim()
     assert -1.6 < low < -1.2 and 0.0 < high < 0.5  # fitted to the data (and 0), not to [-4, 3.8]
     assert len(axis.collections) == 2  # one band per line (spread over seeds)
@@ -62,7 +70,7 @@ def test_bias_beyond_the_axis_is_marked_with_its_value() -> None:
     rows = [summary_row("dcl", 4, 2.0, 165.0), summary_row("dcl", 16, 2.0, 0.5),
             summary_row("nwj", 4, 2.0, -40.0), summary_row("nwj", 16, 2.0, -1.0)]  # fmt: skip
     figure = figure_against_k(rows, "bias")
-    (axis,) = figure.axes
+    (axis,) = panels(figure)
     low, high = axis.get_ylim()
     assert high <= 3.5 and low >= -2.0 - 3.5  # runaway values do not stretch the axis
     assert {"165", "-40"} <= set(texts(figure))
@@ -77,7 +85,72 @@ def test_diverged_cells_and_several_critics_in_the_legend() -> None:
             summary_row("dcl", 4, 6.0, -3.0, critic="cosine")]  # fmt: skip
     labels = legend_labels(figure_against_k(rows, "bias"))
     assert labels[:3] == ["dcl", "separable critic", "cosine critic"]
-    assert "some seeds diverged (left out)" in labels and "every seed diverged" in labels
+    assert "some seeds diverged (left out)" in labels and "every seed diverged: dcl, separable" in labels
+
+
+def test_every_seed_diverged_marks_name_their_bound() -> None:
+    """Two bounds of which every seed diverged at K = 64: two red crosses there, one below the
+    other, each written with its bound's name in the bound's colour; the legend names both."""
+    rows = [summary_row("dcl", 4, 6.0, -2.0), summary_row("dcl", 64, 6.0, math.nan, diverged=3, n_seeds=0),
+            summary_row("nwj", 4, 6.0, -1.0), summary_row("nwj", 64, 6.0, math.nan, diverged=3, n_seeds=0),
+            summary_row("infonce", 4, 6.0, -3.0), summary_row("infonce", 64, 6.0, -2.5)]  # fmt: skip
+    figure = figure_against_k(rows, "bias")
+    (axis,) = panels(figure)
+    crosses = [line for line in axis.get_lines() if line.get_marker() == "x" and len(line.get_xdata())]
+    assert sorted(line.get_label() for line in crosses) == [
+        "every seed diverged: dcl",
+        "every seed diverged: nwj",
+    ]
+    assert all(list(line.get_xdata()) == [64] and line.get_color() == "red" for line in crosses)
+    heights = sorted(float(line.get_ydata()[0]) for line in crosses)
+    assert heights[1] - heights[0] > 0.05  # one below the other, not on top of each other
+    names = {text.get_text(): text for text in axis.texts}
+    assert {"dcl", "nwj"} <= set(names) and "infonce" not in names
+    assert names["dcl"].get_color() == colour_of("dcl") and names["nwj"].get_color() == colour_of("nwj")
+    for name, cross in zip(("dcl", "nwj"), sorted(crosses, key=lambda line: line.get_label()), strict=True):
+        assert names[name].xy == (64, cross.get_ydata()[0])  # the name is written at its cross
+    assert "every seed diverged: dcl; nwj" in legend_labels(figure)
+
+
+def stage_rows(stages: tuple[float, ...]) -> list[dict[str, str]]:
+    return [summary_row(name, k, mi, -0.5 * mi) for mi in stages for name in ("infonce", "nwj")
+            for k in (4, 16, 64)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("stages", "grid"), [((2.0,), [1]), ((2.0, 4.0, 6.0), [2, 1]), ((2.0, 4.0, 6.0, 8.0, 10.0), [3, 2])]
+)
+def test_panels_in_rows_of_at_most_three_with_the_legend_in_the_next_cell(stages, grid) -> None:
+    """The default five stages: 3 + 2 panels and the legend in the sixth cell, a page wide, not
+    five in a row (3460 x 676 px); the legend never beside the page."""
+    figure = figure_against_k(stage_rows(stages), "bias", SETTINGS)
+    figure.canvas.draw()
+    drawn = panels(figure)
+    assert [axis.get_title() for axis in drawn] == [f"$I$ = {mi:g} nats" for mi in stages]
+    tops = sorted({round(axis.get_position().y1, 3) for axis in drawn}, reverse=True)
+    assert [sum(round(axis.get_position().y1, 3) == top for axis in drawn) for top in tops] == grid
+    width, height = figure.get_size_inches()
+    assert width <= PAGE_WIDTH + 1e-9 and 0.8 <= width / height <= 2.2
+    (legend,) = figure.legends
+    (cell,) = [axis for axis in figure.axes if not axis.axison]
+    renderer = figure.canvas.get_renderer()
+    box, place = legend.get_window_extent(renderer), cell.get_window_extent(renderer)
+    assert place.x0 - 1 <= (box.x0 + box.x1) / 2 <= place.x1 + 1  # centred in the cell after the panels
+    assert box.x1 <= figure.bbox.x1 + 1  # inside the figure
+    labels = [axis.get_ylabel() for axis in drawn]
+    assert labels.count(r"bias $\hat{I} - I$ (nats)") == len(grid)  # one per row
+
+
+@pytest.mark.parametrize("column", ["bias", "std", "grad_norm"])
+def test_without_the_caption_no_caption_is_drawn(column: str) -> None:
+    with_caption = figure_against_k(stage_rows((2.0, 4.0)), column, SETTINGS)
+    without = figure_against_k(stage_rows((2.0, 4.0)), column, SETTINGS, caption=False)
+    assert [text for text in texts(with_caption) if text.startswith("Lines:")]
+    assert not [text for text in texts(without) if "Lines:" in text or "steps per stage" in text]
+    bare = figure_against_k(stage_rows((2.0,)), column, SETTINGS, caption=False)
+    assert [text.get_text() for text in bare.texts] == [bare.get_suptitle()]  # the title, no caption
+    staircase = figure_staircase(curve_rows((1.0, 2.0), seeds=2), SETTINGS, caption=False)
+    assert not [text for text in texts(staircase) if "Lines:" in text or "steps per stage" in text]
 
 
 @pytest.mark.parametrize("column", ["std", "grad_norm"])
@@ -86,7 +159,7 @@ def test_log_axes_have_plain_tick_labels_and_math_labels(column: str) -> None:
             ((4, 0.6), (16, 0.9), (64, 1.7))]  # fmt: skip
     figure = figure_against_k(rows, column, SETTINGS)
     figure.canvas.draw()
-    (axis,) = figure.axes
+    (axis,) = panels(figure)
     low, high = axis.get_ylim()
     ticks = zip(axis.get_yticks(), axis.get_yticklabels(), strict=True)
     labels = [label.get_text() for value, label in ticks if low <= value <= high]
@@ -134,6 +207,6 @@ def test_a_staircase_line_below_the_axis_is_marked_and_a_stopped_seed_crossed() 
     axis = figure.axes[0]
     assert axis.get_ylim()[0] > -4.0  # NWJ's -48 does not stretch the axis
     labels = [text.get_text() for text in axis.get_legend().get_texts()]
-    assert "beyond the axis (value)" in labels and "a seed diverged (stopped there)" in labels
+    assert "beyond the axis (value)" in labels and "a seed diverged (stopped there): nwj" in labels
     assert "min -48" in texts(figure)  # the extreme value, written
     assert "bands" not in [text for text in texts(figure) if text.startswith("Lines")][0].split(";")[0]

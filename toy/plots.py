@@ -1,23 +1,28 @@
 """Figures of the toy study, drawn from its CSV files only (so ``mitool toy plot`` can redraw them).
 
 * :func:`figure_against_k`: bias, std or gradient norm against K (log axis, ticks at the K values
-  run), one line per bound (colour) and critic (line style), one panel per true MI; a band of
-  +- 1 standard deviation over seeds of each seed's own value; cells where a seed diverged get a red
-  cross; values beyond the axis (a runaway bias) a triangle on the edge with the value.
+  run), one line per bound (colour) and critic (line style), one panel per true MI, at most
+  :data:`MAX_COLUMNS` panels a row (at most :data:`mitool.figures.PAGE_WIDTH` wide), the legend in
+  the place of the panel after the last; a band of +- 1 standard deviation over seeds of
+  each seed's own value; points that leave out diverged seeds get a red ring, cells where every
+  seed diverged a red cross at the top named with the bound; values beyond the axis (a runaway
+  bias) a triangle on the edge with the value.
 * :func:`figure_staircase`: the estimate against the training step, as in Poole et al. (2019),
   Fig. 2: the mean over seeds (smoothed), the range over seeds as a band, every step's estimate as
   faint dots, the true-MI staircase and the caps of the capped bounds (log(K + 1) for InfoNCE).
 
-Each figure ends with a caption line: what the lines and bands are, steps per stage, seeds, batch
-and d (from OUT/config.json). Colours follow the order of :data:`mitool.bounds.NAMES` and line
-styles that of :data:`mitool.critics.NAMES`, so a bound has one colour in every figure. The axes
-fit the data and the stages asked for. Figures are written atomically, as png, pdf or svg.
+Each figure ends with a caption line (unless ``caption=False``: a paper's own caption says it):
+what the lines and bands are, steps per stage, seeds, batch and d (from OUT/config.json). Colours
+follow the order of :data:`mitool.bounds.NAMES` and line styles that of :data:`mitool.critics.NAMES`,
+so a bound has one colour in every figure. The axes fit the data and the stages asked for. Figures
+are written atomically, as png, pdf or svg.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import textwrap
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,7 +35,7 @@ import numpy as np  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
 from mitool import bounds, checks, critics  # noqa: E402
-from mitool.figures import check_format, save  # noqa: E402
+from mitool.figures import PAGE_WIDTH, check_format, paper_style, save  # noqa: E402
 from mitool.files import read_csv  # noqa: E402
 
 __all__ = ["figure_against_k", "figure_staircase", "redraw"]
@@ -39,6 +44,9 @@ __all__ = ["figure_against_k", "figure_staircase", "redraw"]
 BIAS_LIMIT = 3.0
 """The bias axis shows at most this many nats above the truth and below an estimate of zero
 (bias -I - 3); values beyond (a runaway or collapsed bound) are marked on the edge with their value."""
+
+MAX_COLUMNS = 3
+"""Panels a row of the figures against K (one per true MI), so that they stay readable at a page's width."""
 
 STAIRCASE_MARGIN = 3.0
 """The staircase's axis shows estimates up to this many nats above the largest true MI."""
@@ -129,15 +137,27 @@ def _mark_clipped(
 
 
 def _mark_diverged(
-    axis: plt.Axes, ks: np.ndarray, shown: np.ndarray, diverged: np.ndarray
-) -> tuple[bool, bool]:
-    """A red ring on the points whose statistics leave out diverged seeds; a red cross at the top
-    where every seed diverged (no point). Returns (any ring, any cross)."""
+    axis: plt.Axes, ks: np.ndarray, shown: np.ndarray, diverged: np.ndarray, name: str, colour: str,
+    crosses: dict[float, int],
+) -> tuple[bool, bool]:  # fmt: skip
+    """A red ring on the points whose statistics leave out diverged seeds; a red cross near the top
+    where every seed diverged (no point), written with the bound's ``name`` in its colour (on the
+    side of the axis's middle, so inside the frame), the crosses of several lines at one K one below
+    the other (``crosses``: K -> crosses there so far). Call after the x-axis is set. Returns (any
+    ring, any cross)."""
     ring = diverged & np.isfinite(shown)
-    cross = diverged & ~np.isfinite(shown)
     axis.plot(ks[ring], shown[ring], **_RING)
-    axis.plot(ks[cross], np.full(cross.sum(), 0.95), transform=axis.get_xaxis_transform(), **_CROSS)
-    return bool(ring.any()), bool(cross.any())
+    middle = math.sqrt(math.prod(axis.get_xlim()))  # the log axis's middle
+    for k in ks[diverged & ~np.isfinite(shown)]:
+        height = 0.94 - 0.09 * crosses.get(float(k), 0)
+        crosses[float(k)] = crosses.get(float(k), 0) + 1
+        axis.plot([k], [height], transform=axis.get_xaxis_transform(), label=f"every seed diverged: {name}",
+                  **_CROSS)  # fmt: skip
+        side = -1 if k > middle else 1
+        axis.annotate(name, (k, height), xycoords=axis.get_xaxis_transform(), textcoords="offset points",
+                      xytext=(6 * side, 0), ha="left" if side > 0 else "right", va="center", fontsize=7,
+                      color=colour)  # fmt: skip
+    return bool(ring.any()), bool((diverged & ~np.isfinite(shown)).any())
 
 
 def _panel_lines(
@@ -178,10 +198,13 @@ def _cap_minus_truth(estimator: str, ks: np.ndarray, alphas: np.ndarray, true_mi
 
 
 def _draw_panel(
-    axis: plt.Axes, rows: Sequence[dict[str, str]], column: str, true_mi: float
-) -> dict[str, bool]:
-    """One true MI's panel; returns which kinds of marks it drew (for the legend)."""
-    drawn = dict.fromkeys(("clipped", "some diverged", "all diverged", "cap", "band"), False)
+    axis: plt.Axes, rows: Sequence[dict[str, str]], column: str, true_mi: float, several_critics: bool
+) -> tuple[dict[str, bool], list[str]]:
+    """One true MI's panel; returns which kinds of marks it drew and the lines every seed of which
+    diverged somewhere (for the legend)."""
+    drawn = dict.fromkeys(("clipped", "some diverged", "cap", "band"), False)
+    crossed: list[str] = []
+    crosses: dict[float, int] = {}
     lines = _panel_lines(rows, column)
     shown = [v for _, values, spread, _, _ in lines.values() for v in np.concatenate([values, values - spread,
              values + spread]) if np.isfinite(v)]  # fmt: skip
@@ -200,20 +223,25 @@ def _draw_panel(
             axis.fill_between(ks, values - spread, values + spread, color=colour, alpha=0.15, linewidth=0)
             drawn["band"] = True
         drawn["clipped"] |= _mark_clipped(axis, ks, values, low, high, colour)
-        some, every = _mark_diverged(axis, ks, np.clip(values, low, high), diverged)
+        name = f"{estimator}, {critic}" if several_critics else estimator
+        some, every = _mark_diverged(axis, ks, np.clip(values, low, high), diverged, name, colour, crosses)
         drawn["some diverged"] |= some
-        drawn["all diverged"] |= every
+        if every:
+            crossed.append(name)
         cap = _cap_minus_truth(estimator, ks, alphas, true_mi) if column == "bias" else None
         if cap is not None and np.isfinite(cap).any():
             axis.plot(ks, cap, ":", color=colour, linewidth=1.0)
             drawn["cap"] = True
-    axis.set_title(f"$I$ = {true_mi:g} nats", fontsize=10)
+    axis.set_title(f"$I$ = {true_mi:g} nats")
     axis.grid(alpha=0.3)
-    return drawn
+    return drawn, crossed
 
 
-def _legend_against_k(figure: plt.Figure, summary: Sequence[dict[str, str]], drawn: dict[str, bool]) -> None:
-    """Entries for what is drawn only: the bounds (colours), the critics (styles) when several."""
+def _legend_entries(
+    summary: Sequence[dict[str, str]], drawn: dict[str, bool], crossed: Sequence[str]
+) -> tuple[list[plt.Line2D], list[str]]:
+    """Entries for what is drawn only: the bounds (colours), the critics (styles) when several, the
+    marks; the red cross names the lines every seed of which diverged."""
     estimators = sorted({row["estimator"] for row in summary}, key=_order)
     critic_names = sorted({row["critic"] for row in summary}, key=lambda c: style_of(c))
     handles = [plt.Line2D([], [], color=colour_of(name), marker="o", markersize=3.5) for name in estimators]
@@ -224,40 +252,74 @@ def _legend_against_k(figure: plt.Figure, summary: Sequence[dict[str, str]], dra
     extras = {
         "cap": (plt.Line2D([], [], color="0.3", linestyle=":"), "the bound's cap minus $I$"),
         "some diverged": (plt.Line2D([], [], **_RING), "some seeds diverged (left out)"),
-        "all diverged": (plt.Line2D([], [], **_CROSS), "every seed diverged"),
+        "all diverged": (plt.Line2D([], [], **_CROSS), f"every seed diverged: {'; '.join(crossed)}"),
         "clipped": (plt.Line2D([], [], color="0.3", **_CLIPPED), "beyond the axis (value)"),
     }
     for key, (handle, label) in extras.items():
-        if drawn[key]:
+        if drawn[key] or (key == "all diverged" and crossed):
             handles.append(handle)
             labels.append(label)
-    figure.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
+    return handles, labels
+
+
+def _grid(panels: int) -> tuple[int, int]:
+    """(rows, columns) of ``panels`` panels and the legend's cell, at most :data:`MAX_COLUMNS` a
+    row, the rows filled evenly (1 panel: 1 x 2, 3: 2 x 2, 5: 2 x 3, 6: 3 x 3)."""
+    rows = math.ceil((panels + 1) / MAX_COLUMNS)
+    return rows, math.ceil((panels + 1) / rows)
+
+
+def _place_legend(
+    figure: plt.Figure, axes: np.ndarray, panels: int, handles: list, labels: list[str]
+) -> None:
+    """The legend in the cell after the last panel (the cells after it removed), its labels wrapped
+    to the cell's width."""
+    free = list(axes.flat[panels:])
+    for axis in free[1:]:
+        figure.delaxes(axis)
+    free[0].set_axis_off()
+    columns = 2 if len(labels) > 10 else 1
+    wrapped = [textwrap.fill(label, 32 if columns == 1 else 16) for label in labels]
+    figure.legend(handles, wrapped, loc="center", bbox_to_anchor=(0.5, 0.5), bbox_transform=free[0].transAxes,
+                  ncols=columns, fontsize=8, frameon=False)  # fmt: skip
 
 
 def figure_against_k(
-    summary: Sequence[dict[str, str]], column: str, settings: dict | None = None
+    summary: Sequence[dict[str, str]], column: str, settings: dict | None = None, caption: bool = True
 ) -> plt.Figure:
-    """The figure of ``column`` (bias, std or grad_norm) against K from the rows of summary.csv;
-    ``settings``: the study's settings (config.json) for the caption."""
+    """The figure of ``column`` (bias, std or grad_norm) against K from the rows of summary.csv, a
+    panel per true MI (:func:`_grid`); ``settings``: the study's settings (config.json) for the
+    caption line, drawn under the figure unless ``caption`` is False."""
     column = checks.choice("column", column, tuple(_STATISTICS))
     stages = sorted({_float(row["true_mi"]) for row in summary})
     if not stages:
         raise ValueError("summary.csv has no rows to plot")
-    figure, axes = plt.subplots(1, len(stages), figsize=(2.9 * len(stages) + 0.6, 3.1), squeeze=False)
-    all_k = np.array(sorted({int(r["negatives"]) for r in summary}), dtype=float)
-    drawn: dict[str, bool] = defaultdict(bool)
-    for axis, true_mi in zip(axes[0], stages, strict=True):
-        for key, value in _draw_panel(axis, [r for r in summary if _float(r["true_mi"]) == true_mi], column,
-                                      true_mi).items():  # fmt: skip
-            drawn[key] |= value
-        _k_axis(axis, all_k)
-    axes[0][0].set_ylabel(_STATISTICS[column][0])
-    _legend_against_k(figure, summary, drawn)
-    figure.suptitle(_STATISTICS[column][2], fontsize=11)
-    figure.tight_layout()
-    seeds = max(int(r.get("n_seeds") or 0) + int(r.get("diverged") or 0) for r in summary)
-    band = "; bands: ± 1 s.d. over seeds of each seed's own value" if drawn["band"] else ""
-    _caption(figure, f"Lines: {_STATISTICS[column][3]}{band}. {_protocol(settings, seeds)}.")
+    rows, columns = _grid(len(stages))
+    width = min(PAGE_WIDTH, 2.4 * columns)
+    several_critics = len({row["critic"] for row in summary}) > 1
+    with paper_style():
+        figure, axes = plt.subplots(rows, columns, figsize=(width, 2.3 * rows + 0.5), squeeze=False,
+                                    layout="constrained")  # fmt: skip
+        all_k = np.array(sorted({int(r["negatives"]) for r in summary}), dtype=float)
+        drawn: dict[str, bool] = defaultdict(bool)
+        crossed: list[str] = []
+        for index, (axis, true_mi) in enumerate(zip(axes.flat, stages, strict=False)):
+            _k_axis(axis, all_k)
+            marks, names = _draw_panel(axis, [r for r in summary if _float(r["true_mi"]) == true_mi], column,
+                                       true_mi, several_critics)  # fmt: skip
+            for key, value in marks.items():
+                drawn[key] |= value
+            crossed += [name for name in names if name not in crossed]
+            if index + columns < len(stages):  # a panel below says what the x-axis is
+                axis.set_xlabel("")
+            if index % columns == 0:
+                axis.set_ylabel(_STATISTICS[column][0])
+        _place_legend(figure, axes, len(stages), *_legend_entries(summary, drawn, crossed))
+        figure.suptitle(_STATISTICS[column][2])
+        if caption:
+            seeds = max(int(r.get("n_seeds") or 0) + int(r.get("diverged") or 0) for r in summary)
+            band = "; bands: ± 1 s.d. over seeds of each seed's own value" if drawn["band"] else ""
+            _caption(figure, f"Lines: {_STATISTICS[column][3]}{band}. {_protocol(settings, seeds)}.")
     return figure
 
 
@@ -358,14 +420,18 @@ def _draw_bound_steps(
     for row in matrix:
         finite = np.flatnonzero(np.isfinite(row))
         if finite.size and finite[-1] + 1 < len(steps):
-            axis.plot([finite[-1]], [np.clip(row[finite[-1]], low + inset, high - inset)], **_CROSS)
+            axis.plot([finite[-1]], [np.clip(row[finite[-1]], low + inset, high - inset)],
+                      label=f"_a seed of {name} diverged", **_CROSS)  # fmt: skip
             diverged = True
     return clipped, diverged
 
 
-def figure_staircase(curves: Sequence[dict[str, str]], settings: dict | None = None) -> plt.Figure:
+def figure_staircase(
+    curves: Sequence[dict[str, str]], settings: dict | None = None, caption: bool = True
+) -> plt.Figure:
     """The estimates of one critic and K (rows of curves.csv) against the step; ``settings``: the
-    study's settings (config.json) for the caption."""
+    study's settings (config.json) for the caption line, drawn under the figure unless ``caption``
+    is False."""
     if not curves:
         raise ValueError("curves.csv has no rows to plot")
     true_mi = {int(row["step"]): _float(row["true_mi"]) for row in curves}
@@ -379,17 +445,19 @@ def figure_staircase(curves: Sequence[dict[str, str]], settings: dict | None = N
     caps = _caps(curves, list(matrices), negatives)
     limits = _stair_limits(truth, list(means.values()), list(caps.values()))
     figure, axis = plt.subplots(figsize=(7.5, 3.8))
-    clipped = diverged = False
+    clipped, diverged = False, []
     for name, matrix in matrices.items():
         marks = _draw_bound_steps(axis, name, steps, matrix, smoothed[name], limits)
-        clipped, diverged = clipped or marks[0], diverged or marks[1]
+        clipped = clipped or marks[0]
+        diverged += [name] if marks[1] else []
     _draw_caps(axis, caps)
     axis.step(steps, truth, where="post", color="black", linewidth=1.2, label="true MI $I$")
     _finish_staircase(figure, axis, limits, clipped, diverged, f"{critic} critic, K = {negatives}")
-    seeds = max(matrix.shape[0] for matrix in matrices.values())
-    band = "; bands: range over seeds" if seeds > 1 else ""
-    _caption(figure, f"Lines: mean over seeds, smoothed (EMA over ~{1 / (1 - weight):.0f} steps){band}; "
-             f"dots: every step's estimate. {_protocol(settings, seeds)}.")  # fmt: skip
+    if caption:
+        seeds = max(matrix.shape[0] for matrix in matrices.values())
+        band = "; bands: range over seeds" if seeds > 1 else ""
+        _caption(figure, f"Lines: mean over seeds, smoothed (EMA over ~{1 / (1 - weight):.0f} steps){band}; "
+                 f"dots: every step's estimate. {_protocol(settings, seeds)}.")  # fmt: skip
     return figure
 
 
@@ -403,7 +471,7 @@ def _draw_caps(axis: plt.Axes, caps: dict[str, float]) -> None:
 
 
 def _finish_staircase(figure: plt.Figure, axis: plt.Axes, limits: tuple[float, float], clipped: bool,
-                      diverged: bool, title: str) -> None:  # fmt: skip
+                      diverged: Sequence[str], title: str) -> None:  # fmt: skip
     axis.set_title(title, fontsize=11)
     axis.set_ylim(*limits)
     axis.set_xlim(0, None)
@@ -416,7 +484,7 @@ def _finish_staircase(figure: plt.Figure, axis: plt.Axes, limits: tuple[float, f
         labels.append("beyond the axis (value)")
     if diverged:
         handles.append(plt.Line2D([], [], **_CROSS))
-        labels.append("a seed diverged (stopped there)")
+        labels.append(f"a seed diverged (stopped there): {', '.join(diverged)}")
     axis.legend(handles, labels, loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
     figure.tight_layout()
 
@@ -432,9 +500,10 @@ def _settings_of(out: Path) -> dict | None:
         return None
 
 
-def redraw(out: Path, file_format: str = "png") -> list[Path]:
+def redraw(out: Path, file_format: str = "png", caption: bool = True) -> list[Path]:
     """Every figure of a run or sweep directory, from its CSVs, in ``file_format`` (one of
-    :data:`mitool.figures.FORMATS`); returns the paths written."""
+    :data:`mitool.figures.FORMATS`), with their caption lines unless ``caption`` is False; returns
+    the paths written."""
     suffix = "." + check_format(file_format)
     out = Path(out)
     if not out.is_dir():
@@ -449,14 +518,14 @@ def redraw(out: Path, file_format: str = "png") -> list[Path]:
     if cells:  # a sweep
         summary = read_csv(out / "summary.csv")
         for column, name in (("bias", "bias_vs_k"), ("std", "std_vs_k"), ("grad_norm", "gradnorm_vs_k")):
-            keep(figure_against_k(summary, column, settings), out / f"{name}{suffix}")
+            keep(figure_against_k(summary, column, settings, caption), out / f"{name}{suffix}")
         for curves_path in cells:
             keep(
-                figure_staircase(read_csv(curves_path), settings),
+                figure_staircase(read_csv(curves_path), settings, caption),
                 out / f"staircase_{curves_path.parent.name}{suffix}",
             )
     elif (out / "curves.csv").is_file():  # a single run
-        keep(figure_staircase(read_csv(out / "curves.csv"), settings), out / f"staircase{suffix}")
+        keep(figure_staircase(read_csv(out / "curves.csv"), settings, caption), out / f"staircase{suffix}")
     else:
         raise FileNotFoundError(f"OUT: {out} holds neither curves.csv (toy run) nor cells/ (toy sweep)")
     return written

@@ -52,6 +52,7 @@ DEFAULTS: dict[str, Default] = {
     "low-dimension": Default("ksg", {"normalise": "rank"}),
     "discrete": Default("plugin"),
     "discrete-y": Default("ross"),
+    "discrete-y-high-dimension": Default("classifier"),
     "ties": Default("atoms"),
     "conditional": Default("neural-chain"),
 }

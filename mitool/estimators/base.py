@@ -36,6 +36,7 @@ __all__ = [
     "Progress",
     "as_rows",
     "holds_labels",
+    "label_columns",
     "normal_interval",
     "one_by_one",
     "setting",
@@ -48,6 +49,7 @@ CASES: dict[str, str] = {
     "low-dimension": "X and Y continuous, 3 dimensions or fewer in all",
     "discrete": "X and Y discrete (class labels, counts with few values)",
     "discrete-y": "X continuous, Y discrete (features against class labels)",
+    "discrete-y-high-dimension": "X continuous of more than 10 dimensions, Y discrete",
     "ties": "continuous data with atoms (point masses: zero inflation, a detection limit, repeated rows)",
     "conditional": "I(X; Y | Z), continuous X, Y and Z",
     "conditional-discrete-z": "I(X; Y | Z) with a discrete Z",
@@ -224,27 +226,56 @@ def one_by_one(
 
 
 def holds_labels(data: object) -> bool:
-    """Whether ``data`` holds labels rather than numbers: strings, or a pandas categorical."""
+    """Whether ``data`` holds labels in every column: strings, or a pandas categorical."""
     if hasattr(data, "detach"):
         return False
     if str(getattr(data, "dtype", "")) == "category":
         return True
     array = np.asarray(data)
-    return array.dtype.kind in "USO" and array.size > 0 and not _all_numbers(array)
-
-
-def _all_numbers(array: np.ndarray) -> bool:
-    try:
-        array.astype(np.float64)
-    except (TypeError, ValueError):
+    if array.dtype.kind not in "USO" or array.ndim == 0 or not array.size:
         return False
-    return True
+    return len(label_columns(array)) == (1 if array.ndim == 1 else array.reshape(len(array), -1).shape[1])
 
 
-def _label_codes(array: np.ndarray) -> np.ndarray:
-    """Labels (n,) or (n, d) as whole-number codes per column (the labels' sorted order)."""
-    columns = array.reshape(len(array), -1).astype(str)
-    return np.stack([np.unique(column, return_inverse=True)[1].reshape(-1) for column in columns.T], 1)
+def _is_label(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return True
+    return False
+
+
+def label_columns(array: np.ndarray) -> list[int]:
+    """The columns of ``array`` (strings or objects, (n,) or (n, d)) that hold labels: a string
+    that is not a number in some row."""
+    if array.dtype.kind not in "USO":
+        return []
+    columns = array.reshape(len(array), -1)
+    return [j for j in range(columns.shape[1]) if any(_is_label(value) for value in columns[:, j])]
+
+
+def _coded(name: str, array: np.ndarray) -> np.ndarray:
+    """``array`` of strings or objects as numbers: each label column as whole-number codes (the
+    labels' sorted order), the other columns as numbers (ParameterError where one is not)."""
+    columns = array.reshape(len(array), -1)
+    labels = set(label_columns(array))
+    coded = np.empty(columns.shape, dtype=np.float64)
+    for j in range(columns.shape[1]):
+        if j in labels:
+            if not all(isinstance(value, str) for value in columns[:, j]):
+                raise checks.ParameterError(name, f"column {j} mixes labels (strings) with other values")
+            coded[:, j] = np.unique(columns[:, j].astype(str), return_inverse=True)[1].reshape(-1)
+            continue
+        try:
+            coded[:, j] = columns[:, j].astype(np.float64)
+        except (TypeError, ValueError):
+            raise checks.ParameterError(
+                name, f"must hold numbers or labels (strings), got {type(columns[0, j]).__name__} values in "
+                f"column {j}",
+            ) from None  # fmt: skip
+    return coded.reshape(array.shape) if array.ndim == 1 else coded
 
 
 def _as_array(name: str, data: object) -> np.ndarray:
@@ -255,15 +286,14 @@ def _as_array(name: str, data: object) -> np.ndarray:
         )  # fmt: skip
     if hasattr(data, "detach"):  # a torch tensor
         data = data.detach().cpu().numpy()  # type: ignore[union-attr]
-    labels = holds_labels(data)
     array = np.asarray(data)
     if array.ndim == 0:
         raise checks.ParameterError(
             name, f"must have one row per sample (n, d), got a single {type(data).__name__}"
         )
-    if labels:
-        array = _label_codes(array)
-    elif array.dtype.kind not in "biuf" and not (array.dtype.kind in "USO" and _all_numbers(array)):
+    if array.dtype.kind in "USO":
+        array = _coded(name, array)
+    elif array.dtype.kind not in "biuf":
         raise checks.ParameterError(name, f"must hold numbers or labels (strings), got dtype {array.dtype}")
     array = array.astype(np.float64)
     if array.ndim == 1:

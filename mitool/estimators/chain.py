@@ -53,7 +53,9 @@ class NeuralChain(Estimator):
             ci_high=high,
             ci_level=self.settings.level,
             interval="normal interval from the two terms' standard errors (evaluation noise of the "
-            "critics; not retraining, not the bounds' bias)",
+            "critics; not retraining, not the bounds' bias)"
+            if math.isfinite(stderr)
+            else f"none: {joint.interval.removeprefix('none: ')}",
             estimator=self.name,
             n_pairs=len(x),
             seconds=time.perf_counter() - start,

@@ -65,7 +65,7 @@ class Classifier(Estimator):
     name = "classifier"
     summary = "held-out cross-entropy of an MLP classifier of the discrete Y from the continuous X"
     number = "a lower bound, H(Y) - cross-entropy, up to sampling"
-    cases = frozenset({"discrete-y"})
+    cases = frozenset({"discrete-y", "discrete-y-high-dimension"})
     Settings = ClassifierSettings
     rank = 32
 

@@ -99,6 +99,13 @@ class Gaussian(Estimator):
         return dim_x + dim_y + dim_z + 10
 
     def _estimate(self, x, y, z, seed, progress) -> Estimate:
+        for name, rows in (("x", x), ("y", y), ("z", z)):
+            constant = [] if rows is None else np.flatnonzero(np.ptp(rows, axis=0) == 0)
+            if len(constant):
+                raise checks.ParameterError(
+                    name, f"column {constant[0]} is constant: its correlations are undefined; leave it out "
+                    "(mitool.estimate does: a constant column carries no information)",
+                )  # fmt: skip
         correct = self.settings.bias_correction
         function = (partial(gaussian_mi, bias_correction=correct) if z is None
                     else partial(gaussian_conditional_mi, bias_correction=correct))  # fmt: skip

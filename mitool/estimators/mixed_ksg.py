@@ -54,7 +54,9 @@ class MixedKSG(Estimator):
     name = "mixed-ksg"
     summary = "Gao et al.'s k-NN estimator for discrete-continuous mixtures (data with ties or atoms)"
     number = "an estimate, consistent for continuous, discrete and mixed data"
-    cases = frozenset({"continuous", "low-dimension", "discrete", "discrete-y", "ties"})
+    cases = frozenset(
+        {"continuous", "low-dimension", "discrete", "discrete-y", "discrete-y-high-dimension", "ties"}
+    )
     Settings = MixedKSGSettings
     rank = 35
 

@@ -428,6 +428,8 @@ def _interval(
             f"evaluation ({len(chunks)} chunks of anchors) and of training (the spread of the "
             f"{len(members)} critics of the ensemble); not the bound's bias"
         )  # fmt: skip
+    if len(chunks) < 2:
+        return mean, stderr, low, high, "none: too few held-out pairs for two chunks of anchors"
     return mean, stderr, low, high, (
         f"Student-t interval over {len(chunks)} chunks of held-out anchors (noise of the held-out "
         "evaluation of this critic; not retraining, not the bound's bias)"

@@ -68,7 +68,7 @@ class Ross(Estimator):
     name = "ross"
     summary = "Ross's k-NN estimator for continuous X against discrete Y (scikit-learn's mutual_info_classif)"
     number = "an estimate, consistent; biased downwards in high dimension of X"
-    cases = frozenset({"discrete-y"})
+    cases = frozenset({"discrete-y", "discrete-y-high-dimension"})
     Settings = RossSettings
     rank = 31
 

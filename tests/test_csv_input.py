@@ -1,0 +1,220 @@
+"""Reading CSV files for `mitool estimate`: a row index as pandas or R write it is left out (and one
+that may be data is kept, with a note), a header names the columns in the notes, text columns are
+labels, and a bad field is still one line naming its line and column."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from mitool.cli import io
+from mitool.cli.io import Samples, load_samples
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MITOOL_THREADS", "1")
+
+
+def read(tmp_path: Path, content: str, name: str = "x.csv") -> Samples:
+    path = tmp_path / name
+    path.write_text(content)
+    return load_samples(path, "X")
+
+
+def test_a_pandas_index_is_left_out_and_the_header_names_the_columns(tmp_path: Path) -> None:
+    samples = read(tmp_path, ",a,b\n0,1.5,2\n1,2.5,3\n2,3.5,4\n")
+    assert samples.values.dtype == np.float64
+    assert samples.values.tolist() == [[1.5, 2.0], [2.5, 3.0], [3.5, 4.0]]
+    assert samples.columns == ("a", "b")
+    assert samples.notes == (
+        "X: first column (an unnamed index 0..2, as pandas' to_csv writes it) left out",
+        "X: columns a, b (from the header of x.csv)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("Unnamed: 0,a\n0,5\n1,7\n2,6\n", "an index named 'Unnamed: 0' 0..2"),
+        ("index,a\n0,5\n1,7\n2,6\n", "an index named 'index' 0..2"),
+        ('"","a"\n"1",5\n"2",7\n"3",6\n', "an unnamed index 1..3, as R's write.csv"),
+    ],
+)
+def test_an_index_named_as_pandas_or_r_name_it_is_left_out(tmp_path: Path, content: str, said: str) -> None:
+    samples = read(tmp_path, content)
+    assert samples.values.tolist() == [[5.0], [7.0], [6.0]] and samples.columns == ("a",)
+    assert said in samples.notes[0] and samples.notes[0].endswith("left out")
+
+
+@pytest.mark.parametrize(
+    ("content", "first_column"),
+    [
+        ("0,1.5\n1,2\n2,7\n3,1\n", [0, 1, 2, 3]),  # no header: a row number, or data
+        ("id,a\n0,1.5\n1,2\n2,7\n3,1\n", [0, 1, 2, 3]),  # a name that is not an index's
+        (",a\n3,1.5\n0,2\n7,7\n1,1\n", [3, 0, 7, 1]),  # pandas' index of a shuffled frame
+    ],
+)
+def test_a_first_column_that_only_looks_like_an_index_is_kept_with_a_note(
+    tmp_path: Path, content: str, first_column: list[int]
+) -> None:
+    samples = read(tmp_path, content)
+    assert samples.values.shape == (4, 2) and samples.values[:, 0].tolist() == first_column
+    assert "kept as data" in samples.notes[0] and "index=False" in samples.notes[0]
+
+
+def test_numbers_that_do_not_look_like_an_index_get_no_note(tmp_path: Path) -> None:
+    assert read(tmp_path, "1,2\n3,4\n5,6\n").notes == ()
+    assert read(tmp_path, ",a\n0.5,1\n1,2\n2,3\n").notes == (
+        "X: columns (column 1 unnamed), a (from the header of x.csv)",
+    )
+
+
+def test_many_columns_are_named_by_the_first_few_and_a_count(tmp_path: Path) -> None:
+    names = [f"c{j}" for j in range(10)]
+    samples = read(tmp_path, ",".join(names) + "\n" + ",".join(map(str, range(10))) + "\n")
+    assert samples.columns == tuple(names)
+    assert samples.notes == ("X: columns c0, c1, c2, c3, c4 and 5 more (from the header of x.csv)",)
+
+
+def test_text_columns_are_labels_kept_as_strings(tmp_path: Path) -> None:
+    samples = read(tmp_path, "species\nsetosa\nversicolor\n setosa\nvirginica\n")
+    assert samples.values.dtype == object and samples.values.shape == (4, 1)
+    assert samples.values[:, 0].tolist() == ["setosa", "versicolor", "setosa", "virginica"]
+    assert samples.notes == (
+        "X: column species (from the header of x.csv)",
+        "X: column species holds labels (3 distinct: setosa, versicolor, virginica)",
+    )
+
+
+def test_a_first_line_of_labels_seen_again_below_is_data_not_a_header(tmp_path: Path) -> None:
+    samples = read(tmp_path, "a\nb\na\nb\n")
+    assert samples.values[:, 0].tolist() == ["a", "b", "a", "b"] and samples.columns is None
+    assert samples.notes == ("X: column 1 holds labels (2 distinct: a, b)",)
+
+
+def test_numbers_and_labels_in_one_file(tmp_path: Path) -> None:
+    samples = read(tmp_path, ',x,y\n0,1.5,"a b"\n1,2,c\n2,-3e2,"a b"\n')
+    assert samples.values.dtype == object and samples.columns == ("x", "y")
+    assert samples.values.tolist() == [[1.5, "a b"], [2.0, "c"], [-300.0, "a b"]]
+    assert isinstance(samples.values[0, 0], float) and isinstance(samples.values[0, 1], str)
+    assert samples.notes[-1] == "X: column y holds labels (2 distinct: a b, c)"
+
+
+def test_numbers_with_spaces_or_quotes_are_numbers(tmp_path: Path) -> None:
+    samples = read(tmp_path, 'a, b\n "1.5" , 2\n"3",4 \n')
+    assert samples.values.dtype == np.float64 and samples.values.tolist() == [[1.5, 2.0], [3.0, 4.0]]
+    assert samples.columns == ("a", "b")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("a,b\n1,x\n2,3\n", "x.csv line 2, column 2: 'x' is not a number, but its column holds numbers"),
+        (",a\n0,1\n1,x\n2,3\n", "x.csv line 3, column 2: 'x' is not a number"),  # columns of the file
+        ("a,b\n1,2\n3,\n", "x.csv line 3, column 2 is empty (a missing value)"),
+        ("a,b\nu,2\n,3\n", "x.csv line 3, column 1 is empty (a missing value)"),
+        ("a,b\n1,nan\n2,3\n", "x.csv line 2, column 2: 'nan' is NaN or infinite"),
+        ("a,b\n1\n", "x.csv line 1 (a header) has 2 fields, the first data line 1"),
+        ("a,b\n\n1,2\n\n3\n", "x.csv line 5 has 1 fields, the first data line 2"),
+    ],
+)
+def test_a_bad_field_is_one_line_naming_its_line_and_column(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    with pytest.raises(ValueError, match=r"^X: .*") as error:
+        read(tmp_path, content)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        ",a,b\n0,1.5,2\n1,2.5,3\n2,3.5,4\n",
+        "\n\nu,v\n\n1,2\n3,4\n",
+        "0,1\n1,1e-3\n2,5\n",
+        '\ufeffa,"b"\n"1",2\n3,4\n',
+        "1\n2\n3\n",
+    ],
+)
+def test_the_fast_reading_of_numbers_reads_as_the_csv_module_does(tmp_path: Path, content: str) -> None:
+    """A file of numbers is parsed by numpy; the csv module's rows (:func:`io.table`) must give the same."""
+    path = tmp_path / "x.csv"
+    path.write_text(content, encoding="utf-8")
+    fast, slow = load_samples(path, "X"), io.table(io._rows(path), "X", path)
+    np.testing.assert_array_equal(fast.values, slow.values)
+    assert (fast.columns, fast.notes) == (slow.columns, slow.notes)
+
+
+def test_a_npy_of_text_holds_labels_and_one_of_bytes_is_refused(tmp_path: Path) -> None:
+    np.save(tmp_path / "y.npy", np.array(["cat", "dog", "cat"]))
+    samples = load_samples(tmp_path / "y.npy", "Y")
+    assert samples.values.dtype == object and samples.values[:, 0].tolist() == ["cat", "dog", "cat"]
+    assert samples.notes == ("Y: column 1 holds labels (2 distinct: cat, dog)",)
+    np.save(tmp_path / "b.npy", np.array([b"cat", b"dog"]))
+    with pytest.raises(
+        ValueError, match=r"^Y: .*must hold numbers or text labels \(dtype <U\), got dtype \|S3$"
+    ):
+        load_samples(tmp_path / "b.npy", "Y")
+
+
+def test_a_dataframe_written_by_pandas_reads_back(tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {
+            "alcohol": rng.normal(size=20),
+            "magnesium": rng.normal(size=20),
+            "kind": rng.choice(["a", "b, c"], 20),
+        }
+    )
+    frame.to_csv(tmp_path / "wine.csv")
+    samples = load_samples(tmp_path / "wine.csv", "X")
+    assert samples.columns == ("alcohol", "magnesium", "kind")
+    assert (
+        samples.values[:, :2].astype(np.float64).tolist()
+        == frame[["alcohol", "magnesium"]].to_numpy().tolist()
+    )
+    assert samples.values[:, 2].tolist() == frame["kind"].tolist()
+    assert samples.notes[:2] == (
+        "X: first column (an unnamed index 0..19, as pandas' to_csv writes it) left out",
+        "X: columns alcohol, magnesium, kind (from the header of wine.csv)",
+    )
+    frame[["alcohol"]].to_csv(tmp_path / "plain.csv", index=False)
+    assert load_samples(tmp_path / "plain.csv", "X").values[:, 0].tolist() == frame["alcohol"].tolist()
+
+
+def test_mitool_estimate_leaves_a_pandas_index_out(tmp_path: Path) -> None:
+    """Rows in the order of y: the index then says much about y (over 2 nats by KSG with it), the truth
+    (y = x + noise of the same variance) is 0.5 log 2 = 0.35 nats."""
+    from mitool.cli.main import main
+    from mitool.estimation import estimate
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=1000)
+    y = x + rng.normal(size=1000)
+    order = np.argsort(y)
+    x, y = x[order], y[order]
+    (tmp_path / "x.csv").write_text(",x\n" + "".join(f"{i},{float(value)!r}\n" for i, value in enumerate(x)))
+    (tmp_path / "y.csv").write_text("".join(f"{float(value)!r}\n" for value in y))
+    args = [
+        "estimate",
+        str(tmp_path / "x.csv"),
+        str(tmp_path / "y.csv"),
+        "--quiet",
+        "--estimator",
+        "ksg",
+        "--json",
+    ]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert abs(report["value"] - 0.5 * np.log(2)) < 0.1
+    assert report["value"] == pytest.approx(estimate(x[:, None], y[:, None], estimator="ksg").value)
+    assert (
+        "X: first column (an unnamed index 0..999, as pandas' to_csv writes it) left out" in report["notes"]
+    )
