@@ -21,8 +21,9 @@ $(VENV)/.installed: pyproject.toml setup.py | $(PY)
 	$(COMPILE)
 	touch $@
 
+# The tests use the optional peers too (.[compare]: scikit-learn, pandas); without them those tests skip.
 $(VENV)/.installed-dev: pyproject.toml setup.py | $(PY)
-	$(INSTALL) -e '.[dev]'
+	$(INSTALL) -e '.[dev,compare]'
 	$(COMPILE)
 	touch $@ $(VENV)/.installed
 

@@ -29,7 +29,7 @@ def estimator_help() -> str:
     lines = []
     for name in estimators.names():
         estimator = estimators.estimator_class(name)
-        lines.append(f"{name:10s} {estimator.summary}: {estimator.number}.")
+        lines.append(f"{name:10s} {estimator.summary}: {estimator.value_is}.")
 
     def shown(default: estimators.Default) -> str:
         settings = "".join(f" --{key.replace('_', '-')} {value}" for key, value in default.settings.items())

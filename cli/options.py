@@ -20,12 +20,7 @@ from typing import Any
 
 import click
 
-__all__ = ["OptionSpec", "flag_name", "given_options", "option_specs", "settings_options", "value_text"]
-
-
-def flag_name(spec: OptionSpec) -> str:
-    """The option's first flag: ``--small-stem`` of ``--small-stem/--stock-stem``."""
-    return spec.flag.split("/")[0]
+__all__ = ["OptionSpec", "given_options", "option_specs", "settings_options", "value_text"]
 
 
 _TYPES = {"int": int, "float": float, "bool": bool, "str": str}

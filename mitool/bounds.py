@@ -25,7 +25,10 @@ Use ``get(name, **options)`` for a bound by name, or call the functions. :data:`
 table of the bounds: for each name its function, options with their defaults and checks, whether it
 is in the InfoNCE family (and which of its forms), what its ``mi`` is, what training makes the
 critic converge to and which bounds may evaluate such a critic. Everything else in mitool (the
-fused paths, the toy study, the estimator, vision, the command line) reads it.
+fused paths, the toy study, the estimator, vision, the command line) reads it. (A table of objects,
+unlike the registries of estimators, critics and vision methods, because the bounds are functions
+of this one module that load torch only when they run: :mod:`mitool.estimators` says why each
+registry has its form.)
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ torch = lazy_import("torch")  # loaded at the first bound computed: the table be
 __all__ = [
     "BOUNDS",
     "CRITIC_OPTIMA",
+    "DEFAULT_ALPHA",
     "DIVERGENCE_THRESHOLD",
     "INFONCE_FAMILY",
     "NAMES",
@@ -638,6 +642,12 @@ NAMES: tuple[str, ...] = tuple(BOUNDS)
 
 INFONCE_FAMILY: tuple[str, ...] = tuple(name for name, bound in BOUNDS.items() if bound.infonce_family)
 """The bounds built from a log-sum-exp over the negatives (the contrastive losses of vision)."""
+
+DEFAULT_ALPHA = 1024.0
+"""EqCo's alpha where the estimator (:mod:`mitool.estimators.neural`) or the toy study is given
+none (the table leaves it required: :func:`get` needs it). One value for every K, which is the point
+of EqCo's calibration (the cap and the gradient scale depend on alpha, not on K); its cap
+log(1025) = 6.93 nats is InfoNCE's with the estimator's default block of 1024 held-out pairs."""
 
 
 def _bound(name: str) -> Bound:

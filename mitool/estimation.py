@@ -37,6 +37,7 @@ Before an estimator runs, the data are looked at, and what was decided is in ``r
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -50,20 +51,21 @@ from mitool.estimators.base import (
     Progress,
     as_rows,
     holds_labels,
-    normal_interval,
     one_by_one,
 )
-from mitool.estimators.subsets import distinct_rows
+from mitool.estimators.rows import category_codes, distinct_rows
 from mitool.ties import TIES_CHOICES, treat_ties
 
 __all__ = [
     "Automatic",
     "DivergenceError",
     "Estimate",
+    "Prepared",
     "all_setting_names",
     "case_of",
     "estimate",
     "is_discrete",
+    "prepare",
     "trust_notes",
 ]
 
@@ -78,11 +80,14 @@ on one (docs/mi-benchmark.md)."""
 
 
 CLASSIFIER_DIMENSION = 10
-"""A continuous X of more dimensions than this against a discrete Y is estimated by a held-out
-classifier: Ross's k-NN estimate falls with the dimension (4 Gaussian classes, MI 0.634, n = 3000,
-2 seeds: Ross -0.03 at 10 dimensions, -0.20 at 20, -0.36 at 40; the classifier -0.02, -0.06,
--0.04), and on scikit-learn's digits (64 pixels) Ross was 0.13 nats under a logistic regression's
-held-out bound."""
+CLASSIFIER_PAIRS = 1000
+"""A continuous X of more than :data:`CLASSIFIER_DIMENSION` dimensions against a discrete Y, in at
+least this many pairs, is estimated by a held-out classifier: Ross's k-NN estimate falls with the
+dimension (4 Gaussian classes, MI 0.634, n = 3000, 2 seeds: Ross -0.03 at 10 dimensions, -0.20 at
+20, -0.36 at 40; the classifier -0.02, -0.06, -0.04; scikit-learn's digits, 64 pixels, n = 1797:
+Ross 2.07, the classifier 2.15, a logistic regression's held-out bound 2.195), but the classifier
+needs pairs to learn from (breast cancer, 30 features, n = 569: both 0.55; wine, 13 features,
+n = 178: the classifier 0.11, Ross 0.94, the logistic bound 1.02)."""
 
 
 def is_discrete(rows: np.ndarray) -> bool:
@@ -142,7 +147,8 @@ def case_of(sides: dict[str, bool], x: np.ndarray, y: np.ndarray, conditional: b
     if atoms:
         return "ties"
     if sides["y"]:
-        return "discrete-y-high-dimension" if x.shape[1] > CLASSIFIER_DIMENSION else "discrete-y"
+        many = x.shape[1] > CLASSIFIER_DIMENSION and len(x) >= CLASSIFIER_PAIRS
+        return "discrete-y-high-dimension" if many else "discrete-y"
     return "low-dimension" if x.shape[1] + y.shape[1] <= LOW_DIMENSION else "continuous"
 
 
@@ -165,12 +171,14 @@ def _exactly_zero(name: str, estimator: str, n: int, notes: list[str]) -> Estima
 
 
 def _chosen(
-    estimator: str | None, case: str, settings: dict[str, Any], notes: list[str]
-) -> estimators.Estimator:
-    """The estimator asked for (refused when it does not take ``case``), or the default for it with
-    those of the given settings it has (the others, settings of other estimators, noted as unused)."""
+    estimator: str | None, case: str, settings: dict[str, Any], notes: list[str],
+    defaults: Mapping[str, estimators.Default] | None = None,
+) -> estimators.Estimator:  # fmt: skip
+    """The estimator asked for (refused when it does not take ``case``), or the default for it
+    (``defaults``, :data:`mitool.estimators.DEFAULTS` when None) with those of the given settings it
+    has (the others, settings of other estimators, noted as unused)."""
     if estimator is None:
-        default = estimators.DEFAULTS[case]
+        default = (defaults or estimators.DEFAULTS)[case]
         name, known = default.name, estimators.estimator_class(default.name).Settings.names()
         unused = [key for key in settings if key not in known and key in all_setting_names()]
         if unused:
@@ -220,6 +228,8 @@ class _Options:
     ties: str
     seed: int
     settings: dict[str, Any]
+    defaults: Mapping[str, estimators.Default] | None = None
+    """The estimator for each kind of data when none is named (None: :data:`mitool.estimators.DEFAULTS`)."""
 
 
 def _plan(x: ArrayLike, y: ArrayLike, z: ArrayLike | None, options: _Options) -> _Plan:
@@ -262,9 +272,62 @@ def _plan(x: ArrayLike, y: ArrayLike, z: ArrayLike | None, options: _Options) ->
                          "but k-NN estimators resolve such spikes badly; the estimator for atoms is "
                          "atoms)")  # fmt: skip
             case = case_of(sides, rows["x"], rows["y"], False, atoms)
-    notes.append(f"{estimators.CASES[case]}: estimator {options.estimator or estimators.DEFAULTS[case].name}")
-    chosen = _chosen(options.estimator, case, options.settings, notes)
+    default = (options.defaults or estimators.DEFAULTS)[case].name
+    notes.append(f"{estimators.CASES[case]}: estimator {options.estimator or default}")
+    chosen = _chosen(options.estimator, case, options.settings, notes, options.defaults)
     return _Plan((rows["x"], rows["y"], rows["z"]), notes, chosen, sides=sides)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The data as :func:`estimate` hands them to its estimator (:func:`prepare`).
+
+    x, y, z: the rows, float64 (n, d): constant columns left out, the discrete side of a
+    continuous-discrete pair made y, the ties of continuous sides treated; z None when not given or
+    constant. estimator: the estimator chosen, with its settings; None when a side is constant
+    (``exact`` holds the answer, 0) and for a discrete Z (``estimate`` estimates within each group
+    of Z). sides: which of x, y, z are discrete (None when a side is constant). notes: what was
+    decided, in words."""
+
+    x: np.ndarray
+    y: np.ndarray
+    z: np.ndarray | None
+    estimator: estimators.Estimator | None
+    sides: dict[str, bool] | None
+    notes: tuple[str, ...]
+    exact: Estimate | None = None
+
+
+def prepare(
+    x: ArrayLike,
+    y: ArrayLike,
+    z: ArrayLike | None = None,
+    *,
+    estimator: str | None = None,
+    discrete: str = "auto",
+    ties: str = "auto",
+    seed: int = 0,
+    defaults: Mapping[str, estimators.Default] | None = None,
+    **settings: Any,
+) -> Prepared:
+    """What :func:`estimate` does before it estimates, as data: the rows it hands its estimator and
+    the estimator it chooses (:class:`Prepared`), for code that computes on the same rows
+    (:mod:`mitool.independence` recomputes the estimator's value on permuted rows). The arguments
+    are :func:`estimate`'s; ``defaults`` replaces :data:`mitool.estimators.DEFAULTS`, the estimator
+    for each kind of data when none is named.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mitool.estimation import prepare
+    >>> rng = np.random.default_rng(0)
+    >>> labels = rng.integers(0, 3, size=500)
+    >>> prepared = prepare(labels, rng.normal(size=(500, 2)))  # the discrete side becomes y
+    >>> prepared.estimator.name, prepared.x.shape, prepared.y.shape
+    ('ross', (500, 2), (500, 1))
+    """
+    plan = _plan(x, y, z, _Options(estimator, discrete, ties, seed, settings, defaults))
+    return Prepared(*plan.rows, plan.chosen, plan.sides, tuple(plan.notes), plan.done)
 
 
 def _atoms_unsupported(rows: dict[str, np.ndarray | None], sides: dict[str, bool], name: str) -> str:
@@ -443,8 +506,6 @@ def _within_groups(
     seed: int, settings: dict[str, Any], notes: list[str],
 ) -> Estimate:  # fmt: skip
     """I(X; Y | Z) for a discrete Z: the weighted MI within each group of Z (see the module)."""
-    from mitool.estimators.discrete import category_codes
-
     groups = category_codes(z)
     discrete = ",".join(name for name in ("x", "y") if sides[name]) or "none"
     parts, skipped = [], []
@@ -475,15 +536,14 @@ def _within_groups(
     value = sum(share * part.value for share, part in parts) / weight
     stderr = math.sqrt(sum((share * part.stderr) ** 2 for share, part in parts)) / weight
     level = parts[0][1].ci_level
-    low, high = normal_interval(value, stderr, level)
     if skipped:
         notes.append(
             f"{len(skipped)} group(s) of Z with too few pairs ({', '.join(map(str, skipped))}) left out"
         )
     notes.append(f"z discrete: the MI within each of its {len(parts)} groups, weighted by their shares")
-    return Estimate(
-        value=value, stderr=stderr, ci_low=low, ci_high=high, ci_level=level,
-        interval="normal interval from the groups' standard errors", estimator=parts[0][1].estimator,
-        n_pairs=len(x), seconds=sum(part.seconds for _, part in parts), notes=tuple(notes),
+    return Estimate.from_stderr(
+        value, stderr, level, interval="normal interval from the groups' standard errors",
+        estimator=parts[0][1].estimator, n_pairs=len(x), seconds=sum(part.seconds for _, part in parts),
+        notes=tuple(notes),
         details={"groups": [{"share": share, "value": part.value} for share, part in parts]},
     )  # fmt: skip

@@ -3,7 +3,9 @@
 Figures are made to be read at a paper column's width: :data:`COLUMN_WIDTH` inches across (two
 columns: :data:`PAGE_WIDTH`), fonts of at least 8 pt (:func:`paper_style`), and saved through
 :func:`save`, which writes the file atomically (:mod:`mitool.files`) and closes the figure.
-matplotlib is imported when a figure is made, not before (the command line stays fast).
+matplotlib is imported when a figure is made, not before (the command line stays fast), and
+:func:`pyplot` is the one place that chooses its backend (Agg: files only): the modules that draw
+call it (or :func:`paper_style`) rather than importing ``matplotlib.pyplot`` themselves.
 """
 
 from __future__ import annotations

@@ -82,15 +82,6 @@ def _half_cube_inverse(z: Tensor) -> Tensor:
 _WIGGLES = ((0.4, 1.0, 0.0), (0.15, 2.0, 1.0), (0.05, 5.0, 2.0))
 """(amplitude a, frequency w, phase c) of the wiggly map x + sum a sin(w x + c). The slope is at
 least 1 - sum a w = 0.05 > 0, so the map is strictly increasing; it moves x by at most 0.6."""
-_WIGGLE_REACH = sum(amplitude for amplitude, _, _ in _WIGGLES)
-
-
-def _wiggly(x: Tensor) -> Tensor:
-    return x + sum(a * torch.sin(w * x + c) for a, w, c in _WIGGLES)
-
-
-def _wiggly_inverse(z: Tensor) -> Tensor:
-    return bisect_increasing(_wiggly, z, z - _WIGGLE_REACH, z + _WIGGLE_REACH)
 
 
 _MODE, _MODE_WIDTH = 1.0, 0.4
@@ -115,41 +106,13 @@ def _bimodal_inverse(z: Tensor) -> Tensor:
     return torch.sign(z) * -_normal_quantile(_mixture_cdf(-z.abs()))
 
 
-def _rotate_plane(x: Tensor, angle: Tensor) -> Tensor:
-    """Turn the first two coordinates of each row by ``angle`` (n,); the others stay."""
-    cos, sin = torch.cos(angle), torch.sin(angle)
-    first, second = x[:, 0], x[:, 1]
-    turned = torch.stack([cos * first - sin * second, sin * first + cos * second], dim=1)
-    return torch.cat([turned, x[:, 2:]], dim=1)
-
-
-def _spiral(x: Tensor) -> Tensor:
-    return _rotate_plane(x, x.pow(2).sum(-1) / x.shape[1])
-
-
-def _spiral_inverse(z: Tensor) -> Tensor:
-    return _rotate_plane(z, -z.pow(2).sum(-1) / z.shape[1])
-
-
-_ROLL_START, _ROLL_SPAN, _ROLL_SCALE = 1.5 * math.pi, 3.0 * math.pi, 4.5 * math.pi
-
-
-def _swiss_roll(x: Tensor) -> Tensor:
-    theta = _ROLL_START + _ROLL_SPAN * _normal_cdf(x[:, 0])
-    return torch.stack([theta * torch.cos(theta), theta * torch.sin(theta)], dim=1) / _ROLL_SCALE
-
-
-def _swiss_roll_inverse(z: Tensor) -> Tensor:
-    theta = _ROLL_SCALE * torch.linalg.vector_norm(z, dim=1)
-    return _normal_quantile((theta - _ROLL_START) / _ROLL_SPAN)[:, None]
-
-
 @dataclass(frozen=True)
 class Map:
     """An injective map of rows, (n, d) -> (n, d'), with its inverse on the image, in float64.
 
     name: short name. summary: one line. min_dim, max_dim: the input dimensions it accepts (None:
-    no upper limit). out_dim: d' as a function of d (the identity except for the swiss roll)."""
+    no upper limit). grows_to: d' when the map changes the dimension (the swiss rolls: 2), None
+    when d' = d (:meth:`output_dim`)."""
 
     name: str
     forward: Callable[[Tensor], Tensor]
@@ -191,8 +154,11 @@ def _mixture_quantile_map(
     return Map(name, quantile, cdf, f"(0, 1) onto the mixture {summary} (its quantile function)")
 
 
-def _wiggly_map(name: str, wiggles: tuple[tuple[float, float, float], ...]) -> Map:
-    """x -> x + sum_j a_j sin(w_j x + c_j), strictly increasing when sum_j a_j w_j < 1."""
+def _wiggly_map(
+    name: str, wiggles: tuple[tuple[float, float, float], ...], summary: str | None = None
+) -> Map:
+    """x -> x + sum_j a_j sin(w_j x + c_j), strictly increasing when sum_j |a_j w_j| < 1; the
+    inverse by bisection within sum_j |a_j| of z. ``summary``: the formula, unless given."""
     reach = sum(abs(a) for a, _, _ in wiggles)
 
     def forward(x: Tensor) -> Tensor:
@@ -203,12 +169,13 @@ def _wiggly_map(name: str, wiggles: tuple[tuple[float, float, float], ...]) -> M
 
     terms = " ".join(f"{'+' if a > 0 else '-'} {abs(a):g} sin({w:g} x {'+' if c >= 0 else '-'} {abs(c):g})"
                      for a, w, c in wiggles)  # fmt: skip
-    return Map(name, forward, inverse, f"x {terms}")
+    return Map(name, forward, inverse, summary or f"x {terms}")
 
 
-def _spiral_map(name: str, first: int, second: int) -> Map:
+def _spiral_map(name: str, first: int, second: int, summary: str | None = None) -> Map:
     """x -> R(|x|^2 / d) x, R(theta) turning the plane of coordinates (first, second) by theta
-    (exp(theta A) for the generator A of that plane: A[first, second] = -1, A[second, first] = 1)."""
+    (exp(theta A) for the generator A of that plane: A[first, second] = -1, A[second, first] = 1);
+    the inverse turns back by |x|^2 / d, which the turn keeps. ``summary``: the planes, unless given."""
 
     def turn(x: Tensor, sign: float) -> Tensor:
         angle = sign * x.pow(2).sum(-1) / x.shape[1]
@@ -220,23 +187,31 @@ def _spiral_map(name: str, first: int, second: int) -> Map:
 
     return Map(
         name, lambda x: turn(x, 1.0), lambda z: turn(z, -1.0),
-        f"coordinates {first} and {second} turned by |x|^2 / d", second + 1,
+        summary or f"coordinates {first} and {second} turned by |x|^2 / d", second + 1,
     )  # fmt: skip
+
+
+_ROLL_START, _ROLL_SPAN = 1.5 * math.pi, 3.0 * math.pi
+
+
+def _swiss_roll_map(name: str, summary: str, scale: float, from_normal: bool) -> Map:
+    """One dimension rolled into two: u in (0, 1) (Phi(x) when ``from_normal``), theta = 1.5 pi (1 +
+    2u), x -> (theta cos theta, theta sin theta) / ``scale``; theta = scale |point| inverts it."""
+
+    def forward(x: Tensor) -> Tensor:
+        theta = _ROLL_START + _ROLL_SPAN * (_normal_cdf(x[:, 0]) if from_normal else x[:, 0])
+        return torch.stack([theta * torch.cos(theta), theta * torch.sin(theta)], dim=1) / scale
+
+    def inverse(z: Tensor) -> Tensor:
+        u = (scale * torch.linalg.vector_norm(z, dim=1) - _ROLL_START) / _ROLL_SPAN
+        return (_normal_quantile(u) if from_normal else u)[:, None]
+
+    return Map(name, forward, inverse, summary, 1, 1, 2)
 
 
 _UNIT_ROLL_SCALE = 21.0
 """The swiss roll of the "Beyond Normal" benchmark divides by 21 (its docstring: "to make the scale
 more similar (but not identical) to the original (0, 1)")."""
-
-
-def _unit_swiss_roll(u: Tensor) -> Tensor:
-    theta = _ROLL_START + _ROLL_SPAN * u[:, 0]
-    return torch.stack([theta * torch.cos(theta), theta * torch.sin(theta)], dim=1) / _UNIT_ROLL_SCALE
-
-
-def _unit_swiss_roll_inverse(z: Tensor) -> Tensor:
-    theta = _UNIT_ROLL_SCALE * torch.linalg.vector_norm(z, dim=1)
-    return ((theta - _ROLL_START) / _ROLL_SPAN)[:, None]
 
 
 MAPS: dict[str, Map] = {
@@ -246,10 +221,10 @@ MAPS: dict[str, Map] = {
         Map("half-cube", _half_cube, _half_cube_inverse, "x sqrt|x| per coordinate"),
         Map("asinh", lambda x: torch.asinh(x), lambda z: torch.sinh(z), "asinh(x) per coordinate"),
         Map("normal-cdf", _normal_cdf, _normal_quantile, "the normal CDF per coordinate, onto (0, 1)"),
-        Map("wiggly", _wiggly, _wiggly_inverse, "x + 0.4 sin x + 0.15 sin(2x + 1) + 0.05 sin(5x + 2)"),
+        _wiggly_map("wiggly", _WIGGLES, "x + 0.4 sin x + 0.15 sin(2x + 1) + 0.05 sin(5x + 2)"),
         Map("bimodal", _bimodal, _bimodal_inverse, "N(0, 1) onto 1/2 N(-1, 0.4^2) + 1/2 N(1, 0.4^2)"),
-        Map("spiral", _spiral, _spiral_inverse, "the first two coordinates turned by |x|^2 / d", 2),
-        Map("swiss-roll", _swiss_roll, _swiss_roll_inverse, "one dimension rolled into two", 1, 1, 2),
+        _spiral_map("spiral", 0, 1, "the first two coordinates turned by |x|^2 / d"),
+        _swiss_roll_map("swiss-roll", "one dimension rolled into two", 4.5 * math.pi, from_normal=True),
     )
 }  # fmt: skip
 """The maps by name."""
@@ -263,8 +238,8 @@ BMI_MAPS: dict[str, Map] = {
         _wiggly_map("bmi-wiggly-y", ((-0.4, 0.4, 0.0), (0.17, 1.3, 3.5), (0.02, 4.3, -2.5))),
         _spiral_map("bmi-spiral-x", 0, 1),
         _spiral_map("bmi-spiral-y", 1, 2),
-        Map("bmi-swiss-roll", _unit_swiss_roll, _unit_swiss_roll_inverse,
-            "(0, 1) rolled into two dimensions, divided by 21", 1, 1, 2),
+        _swiss_roll_map("bmi-swiss-roll", "(0, 1) rolled into two dimensions, divided by 21",
+                        _UNIT_ROLL_SCALE, from_normal=False),
     )
 }  # fmt: skip
 """The maps of the "Beyond Normal" benchmark's task list (cbg-ethz/bmi, ``bmi.benchmark.task_list``)

@@ -10,13 +10,23 @@ settings, the toy study's, the pretraining config. The command line makes its op
 A field's metadata: ``help`` (its meaning), ``check`` (``check(name, value) -> value``, run when
 the settings are made; ParameterError naming the field), and optionally ``flag`` (the command
 line's name for it when it is not the field's, ``--mi`` for ``mi_values``).
+
+A setting that several classes have is declared once, in the class that holds it (the training
+fields: :class:`mitool.estimators.base.TrainingSettings`; the networks' size:
+:class:`mitool.critics.CriticSettings`), and each class that has it lists it in its own place with
+:meth:`Settings.shared`, which keeps its meaning and check, and gives it the class's own default
+where that differs:
+
+    @dataclass(frozen=True)
+    class ClassifierSettings(EstimatorSettings):
+        steps: int = TrainingSettings.shared("steps", 3000)
+        patience: int = TrainingSettings.shared("patience")
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 __all__ = ["Settings", "setting"]
@@ -51,9 +61,10 @@ class Settings:
         return tuple(item.name for item in fields(cls))
 
     @classmethod
-    def help(cls) -> dict[str, tuple[object, str]]:
-        """Each field's (default, meaning)."""
-        return {item.name: (item.default, item.metadata.get("help", "")) for item in fields(cls)}
-
-    def replace(self, **changes: object) -> Settings:
-        return dataclasses.replace(self, **changes)
+    def shared(cls, name: str, default: object = MISSING) -> Any:
+        """Field ``name`` as this class declares it (its meaning, check and flag; its default unless
+        ``default`` is given), for another settings class to list in its own place (see the module)."""
+        declared = {item.name: item for item in fields(cls)}[name]
+        metadata = declared.metadata
+        chosen = declared.default if default is MISSING else default
+        return setting(chosen, metadata["help"], metadata["check"], metadata["flag"])

@@ -93,6 +93,15 @@ def test_results_resume_and_summary(tmp_path: Path) -> None:
     assert {path.name for path in written} == {"summary.md", "errors_n300.svg", "heatmap_n300.svg"}
 
 
+def test_results_give_z_its_dimension_for_a_conditional_task(tmp_path: Path) -> None:
+    from mitool.benchmark.conditional import CommonCause
+
+    conditional = CommonCause(dim_z=2, noise=1.0)
+    plan = Plan((parse_estimator("gaussian"),), (TASKS[0], conditional), (200,), (0,))
+    rows = {row["task"]: row for row in read_csv(run_benchmark(tmp_path, plan))}
+    assert rows[conditional.name]["dim_z"] == "2" and rows[TASKS[0].name]["dim_z"] == ""
+
+
 def test_other_settings_on_the_same_out_are_refused_by_name(tmp_path: Path) -> None:
     run_benchmark(tmp_path, Plan((parse_estimator("gaussian"),), TASKS[:1], (200,), (0,)))
     with pytest.raises(SettingsDiffer, match=r"seeds \[0\] there, \[0, 1\] now"):

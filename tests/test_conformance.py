@@ -137,3 +137,34 @@ def test_the_protocol_refuses_bad_input_in_one_line() -> None:
     ):
         with pytest.raises(ParameterError, match=match):
             mitool.estimate(x, bad, estimator="ksg")
+
+
+def test_settings_that_estimators_share_are_declared_once() -> None:
+    """The interval's level of every estimator, the training fields of the neural estimators and
+    the classifier, and the networks' fields of the neural estimators, the classifier and the toy
+    study: one meaning and one check each, where they are declared."""
+    import dataclasses
+
+    from mitool.critics import CriticSettings, NetworkSettings
+    from mitool.estimators.base import TrainingSettings, level_setting
+    from mitool.toy.config import ToySettings
+
+    def declared(settings: type, name: str) -> tuple[object, object]:
+        item = {item.name: item for item in dataclasses.fields(settings)}[name]
+        return item.metadata["help"], item.metadata["check"]
+
+    def settings_of(name: str) -> type:
+        return estimators.estimator_class(name).Settings
+
+    level = level_setting().metadata
+    for name in estimators.names():
+        assert declared(settings_of(name), "level") == (level["help"], level["check"])
+    for name in ("infonce", "smile", "neural-chain", "classifier"):
+        for field in TrainingSettings.names():
+            assert declared(settings_of(name), field) == declared(TrainingSettings, field)
+    for field in CriticSettings.names():
+        shared = declared(CriticSettings, field)
+        assert declared(ToySettings, field) == declared(settings_of("infonce"), field) == shared
+    for field in NetworkSettings.names():
+        assert declared(settings_of("classifier"), field) == declared(NetworkSettings, field)
+    assert (ToySettings().hidden_layers, estimators.get("infonce").settings.hidden_layers) == (2, 4)

@@ -263,3 +263,16 @@ def test_the_atoms_estimator_is_its_parts_and_finds_the_truth_of_a_zero_inflated
     both = estimate(counts, more, discrete="none", ties="atoms")
     assert both.estimator == "mixed-ksg" and any("both X and Y have ties" in note for note in both.notes)
     assert both.value == pytest.approx(mixed_ksg(counts, more, 5), abs=1e-12)
+
+
+def test_the_atoms_estimator_hands_its_subsets_and_level_to_the_mixture_estimator() -> None:
+    """With ties on both sides atoms answers with mixed-ksg, at the user's subsets and level (it
+    once passed only k)."""
+    rng = np.random.default_rng(5)
+    counts = rng.poisson(3.0, size=(1000, 1)).astype(float)
+    more = counts + rng.poisson(1.0, size=(1000, 1))
+    result = estimators.get("atoms", k=4, subsets=4, level=0.8).estimate(counts, more, seed=2)
+    alone = estimators.get("mixed-ksg", k=4, subsets=4, level=0.8).estimate(counts, more, seed=2)
+    assert result.estimator == "mixed-ksg" and result.ci_level == 0.8
+    assert "from 4 disjoint subsets" in result.interval
+    assert (result.value, result.ci_low, result.ci_high) == (alone.value, alone.ci_low, alone.ci_high)

@@ -14,7 +14,7 @@ from mitool import bounds, estimators
 from mitool.checks import ParameterError
 from mitool.critics import make_critic
 from mitool.estimation import DivergenceError, estimate
-from mitool.estimators.base import as_rows, student_interval
+from mitool.estimators.base import Estimate, as_rows, normal_interval, student_interval
 from mitool.estimators.critic_training import MeanCritic, held_out_values
 from mitool.estimators.neural import check_evaluator
 from mitool.estimators.preparation import canonical_maps, fold_splits, split_pairs, standardise
@@ -60,6 +60,25 @@ def test_too_few_samples_names_the_minimum() -> None:
         estimator.estimate(x[:20], y[:20])
     with pytest.raises(ParameterError, match=f"too few samples \\({minimum - 1}; at least {minimum} "):
         estimator.estimate(x[: minimum - 1], y[: minimum - 1])
+
+
+def test_the_fewest_pairs_count_the_folds() -> None:
+    """With folds the minimum is that of the smallest fold split: pairs enough for one split but not
+    for two folds are refused in one line naming the folds, and what the folds need runs."""
+    settings = {**SMALL, "steps": 20}
+    one_split, two_folds = (estimators.get("infonce", folds=folds, **settings) for folds in (0, 2))
+    fewest = two_folds.minimum_pairs(1, 1)
+    assert fewest > one_split.minimum_pairs(1, 1)
+    x, y = gaussian(n=fewest)
+    one_split.estimate(x[: fewest - 1], y[: fewest - 1])  # enough for one split
+    with pytest.raises(ParameterError) as refused:
+        two_folds.estimate(x[: fewest - 1], y[: fewest - 1])
+    message, head = str(refused.value), f"x has too few samples ({fewest - 1}; at least {fewest} "
+    assert "\n" not in message and message.startswith(head)
+    assert "2 cross-fitting folds" in message
+    assert two_folds.estimate(x, y).details["folds"] == 2
+    # many folds need fewer pairs than one split holding out 20%
+    assert estimators.get("infonce", folds=10, **settings).minimum_pairs(1, 1) < one_split.minimum_pairs(1, 1)
 
 
 def test_standardise_uses_the_training_rows_only() -> None:
@@ -231,3 +250,37 @@ def test_canonical_maps_whiten_and_diagonalise_the_training_rows() -> None:
     np.testing.assert_allclose(cross, np.pad(np.diag(diagonal), ((0, 1), (0, 0))), atol=1e-8)
     assert np.all(np.diff(np.abs(diagonal)) <= 1e-12)
     assert gaussian_mi(turned_x, turned_y, False) == pytest.approx(gaussian_mi(x, y, False), rel=1e-9)
+
+
+def test_an_estimate_from_its_standard_error_has_the_student_t_interval() -> None:
+    result = Estimate.from_stderr(1.0, 0.1, 0.9, 4, interval="test", estimator="test", n_pairs=10)
+    assert (result.ci_low, result.ci_high) == normal_interval(1.0, 0.1, 0.9, 4)
+    assert result.ci_high - 1.0 == pytest.approx(0.1 * stats.t.ppf(0.95, 4))
+    assert (result.ci_level, result.seconds, result.notes, dict(result.details)) == (0.9, 0.0, (), {})
+    unknown = Estimate.from_stderr(1.0, math.nan, 0.95, interval="none", estimator="test", n_pairs=1)
+    assert math.isnan(unknown.ci_low) and math.isnan(unknown.ci_high)
+
+
+def test_the_protocol_times_the_estimate_not_the_estimator() -> None:
+    x, y = gaussian()
+    for name, settings in (("ksg", {}), ("infonce", SMALL)):
+        estimator = estimators.get(name, **settings)
+        assert estimator._estimate(*as_rows(x, y), seed=0, progress=None).seconds == 0.0
+        assert estimator.estimate(x, y).seconds > 0
+    together = estimators.get("infonce", **SMALL).estimate_many([gaussian(seed=s) for s in (1, 2)], [1, 2])
+    assert together[0].seconds == together[1].seconds > 0  # trained together: the time of both
+
+
+def test_every_bound_has_a_neural_estimator_importable_by_its_name() -> None:
+    import pickle
+
+    from mitool.estimators import neural
+
+    assert [estimator.bound for estimator in neural.ESTIMATORS] == list(bounds.BOUNDS)
+    for estimator in neural.ESTIMATORS:
+        assert getattr(neural, estimator.__name__) is estimator is estimators.estimator_class(estimator.name)
+        assert getattr(neural, estimator.Settings.__qualname__.split(".")[0]).Settings is estimator.Settings
+    eqco = neural.EqCo(alpha=64.0, **SMALL)
+    again = pickle.loads(pickle.dumps(eqco))
+    assert type(again) is neural.EqCo and again.settings == eqco.settings
+    assert again.train_options == {"alpha": 64.0}

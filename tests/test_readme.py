@@ -92,7 +92,7 @@ def estimators_table() -> list[str]:
     from mitool import estimators
 
     classes = {name: estimators.estimator_class(name) for name in estimators.names()}
-    rows = [f"| `{name}` | {kind.summary} | {kind.number} |" for name, kind in classes.items()]
+    rows = [f"| `{name}` | {kind.summary} | {kind.value_is} |" for name, kind in classes.items()]
     return [row.replace("Y | Z", "Y \\| Z") for row in rows]
 
 

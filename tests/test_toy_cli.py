@@ -219,14 +219,14 @@ def test_the_figures_against_k_fit_a_page_and_drop_the_caption_when_asked(
     no caption text (the figures' texts, recorded as they are saved)."""
     from matplotlib.image import imread
 
-    from mitool.figures import PAGE_WIDTH
+    from mitool.figures import PAGE_WIDTH, pyplot
     from mitool.toy import plots
 
     saved: dict[str, list[str]] = {}
     real_save = plots.save
 
     def recording_save(figure, path, *args, **kwargs):
-        saved[Path(path).name] = [text.get_text() for text in figure.findobj(plots.plt.Text)]
+        saved[Path(path).name] = [text.get_text() for text in figure.findobj(pyplot().Text)]
         return real_save(figure, path, *args, **kwargs)
 
     monkeypatch.setattr(plots, "save", recording_save)
@@ -241,7 +241,7 @@ def test_the_figures_against_k_fit_a_page_and_drop_the_caption_when_asked(
     drawn = [axis for axis in figure.axes if axis.axison]
     assert len(drawn) == 5 and len({axis.get_subplotspec().rowspan.start for axis in drawn}) == 2
     assert max(axis.get_subplotspec().colspan.start for axis in drawn) == 2  # three columns
-    plots.plt.close(figure)
+    pyplot().close(figure)
 
     saved.clear()
     result = invoke("toy", "plot", str(out), "--no-caption")

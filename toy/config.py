@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass
 from functools import partial
 
 from mitool import bounds, checks, critics, tasks
+from mitool.bounds import DEFAULT_ALPHA
+from mitool.critics import CriticSettings
 from mitool.settings import Settings, setting
 
 __all__ = [
@@ -35,10 +37,6 @@ __all__ = [
     "ToySettings",
     "check_negatives",
 ]
-
-DEFAULT_ALPHA = 1024.0
-"""The toy study's EqCo alpha when none is given: one fixed value for every K, which is the point
-of EqCo's calibration (the estimate's cap and gradient scale depend on alpha, not on K)."""
 
 DEMO_ESTIMATORS: tuple[str, ...] = ("infonce", "eqco", "dcl", "nwj")
 """The bounds of the default study (``mitool toy demo``, and ``toy sweep``'s default)."""
@@ -127,7 +125,8 @@ def _whole(minimum: int) -> Callable[[str, object], int]:
 @dataclass(frozen=True)
 class ToySettings(Settings):
     """What every run of one study shares (each field's meaning is its help; the command line's
-    options of ``toy run`` and ``toy sweep`` are made from these fields)."""
+    options of ``toy run`` and ``toy sweep`` are made from these fields). The critics' settings
+    are :class:`mitool.critics.CriticSettings`' (their defaults are the protocol's)."""
 
     dim: int = setting(20, "Dimension d of x and y.", _whole(1))
     mi_values: tuple[float, ...] = setting(
@@ -141,18 +140,16 @@ class ToySettings(Settings):
         f"Invertible map of each coordinate of y (the MI is unchanged): none, {', '.join(tasks.TRANSFORMS)}.",
         _transform,
     )  # fmt: skip
-    embed_dim: int = setting(32, "Embedding size of the separable and cosine critics.", _whole(1))
-    hidden: int = setting(256, "Width of the critics' MLPs.", _whole(1))
-    hidden_layers: int = setting(2, "Hidden layers of the critics' MLPs.", _whole(1))
-    temperature: float = setting(
-        0.1, "Temperature of the cosine critic (scores in [-1/T, 1/T]).", checks.positive
-    )
+    embed_dim: int = CriticSettings.shared("embed_dim")
+    hidden: int = CriticSettings.shared("hidden")
+    hidden_layers: int = CriticSettings.shared("hidden_layers")
+    temperature: float = CriticSettings.shared("temperature")
     divergence_threshold: float = setting(
         bounds.DIVERGENCE_THRESHOLD,
         "A run whose estimate is NaN, infinite or beyond this many nats is stopped.",
         checks.positive,
     )  # fmt: skip
-    device: str = setting("cpu", "torch device: cpu, cuda, cuda:1, ...")
+    device: str = CriticSettings.shared("device")
 
     @property
     def staircase(self) -> tasks.Staircase:

@@ -26,17 +26,19 @@ import textwrap
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib
+import numpy as np
+from matplotlib import ticker
+from matplotlib.lines import Line2D
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib import ticker  # noqa: E402
+from mitool import bounds, checks, critics
+from mitool.figures import PAGE_WIDTH, check_format, paper_style, pyplot, save
+from mitool.files import read_csv
 
-from mitool import bounds, checks, critics  # noqa: E402
-from mitool.figures import PAGE_WIDTH, check_format, paper_style, save  # noqa: E402
-from mitool.files import read_csv  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["figure_against_k", "figure_staircase", "redraw"]
 """Figure formats: png (raster, the default) and the vector formats pdf and svg."""
@@ -83,7 +85,7 @@ def _float(text: object) -> float:
         return math.nan
 
 
-def _caption(figure: plt.Figure, text: str) -> None:
+def _caption(figure: Figure, text: str) -> None:
     figure.text(0.01, -0.01, text, ha="left", va="top", fontsize=8, color="0.25", wrap=True)
 
 
@@ -102,7 +104,7 @@ def _protocol(settings: dict | None, seeds: int) -> str:
 # bias, std and gradient norm against K
 
 
-def _k_axis(axis: plt.Axes, all_k: np.ndarray) -> None:
+def _k_axis(axis: Axes, all_k: np.ndarray) -> None:
     axis.set_xscale("log", base=2)
     axis.set_xticks(all_k, [f"{int(k)}" for k in all_k])
     axis.xaxis.set_minor_locator(ticker.NullLocator())
@@ -110,7 +112,7 @@ def _k_axis(axis: plt.Axes, all_k: np.ndarray) -> None:
     axis.set_xlabel("K (negatives per anchor)")
 
 
-def _log_axis(axis: plt.Axes, values: list[float]) -> None:
+def _log_axis(axis: Axes, values: list[float]) -> None:
     """A log y-axis over the positive ``values``, ticks at 1, 2, 5 x 10^n written as plain numbers."""
     positive = [v for v in values if v > 0]
     axis.set_yscale("log")
@@ -122,7 +124,7 @@ def _log_axis(axis: plt.Axes, values: list[float]) -> None:
 
 
 def _mark_clipped(
-    axis: plt.Axes, ks: np.ndarray, values: np.ndarray, low: float, high: float, colour: str
+    axis: Axes, ks: np.ndarray, values: np.ndarray, low: float, high: float, colour: str
 ) -> bool:
     """Triangles on the edge for values beyond [low, high], with the value; True if any."""
     marked = False
@@ -137,7 +139,7 @@ def _mark_clipped(
 
 
 def _mark_diverged(
-    axis: plt.Axes, ks: np.ndarray, shown: np.ndarray, diverged: np.ndarray, name: str, colour: str,
+    axis: Axes, ks: np.ndarray, shown: np.ndarray, diverged: np.ndarray, name: str, colour: str,
     crosses: dict[float, int],
 ) -> tuple[bool, bool]:  # fmt: skip
     """A red ring on the points whose statistics leave out diverged seeds; a red cross near the top
@@ -198,7 +200,7 @@ def _cap_minus_truth(estimator: str, ks: np.ndarray, alphas: np.ndarray, true_mi
 
 
 def _draw_panel(
-    axis: plt.Axes, rows: Sequence[dict[str, str]], column: str, true_mi: float, several_critics: bool
+    axis: Axes, rows: Sequence[dict[str, str]], column: str, true_mi: float, several_critics: bool
 ) -> tuple[dict[str, bool], list[str]]:
     """One true MI's panel; returns which kinds of marks it drew and the lines every seed of which
     diverged somewhere (for the legend)."""
@@ -239,21 +241,21 @@ def _draw_panel(
 
 def _legend_entries(
     summary: Sequence[dict[str, str]], drawn: dict[str, bool], crossed: Sequence[str]
-) -> tuple[list[plt.Line2D], list[str]]:
+) -> tuple[list[Line2D], list[str]]:
     """Entries for what is drawn only: the bounds (colours), the critics (styles) when several, the
     marks; the red cross names the lines every seed of which diverged."""
     estimators = sorted({row["estimator"] for row in summary}, key=_order)
     critic_names = sorted({row["critic"] for row in summary}, key=lambda c: style_of(c))
-    handles = [plt.Line2D([], [], color=colour_of(name), marker="o", markersize=3.5) for name in estimators]
+    handles = [Line2D([], [], color=colour_of(name), marker="o", markersize=3.5) for name in estimators]
     labels = list(estimators)
     if len(critic_names) > 1:
-        handles += [plt.Line2D([], [], color="0.3", linestyle=style_of(name)) for name in critic_names]
+        handles += [Line2D([], [], color="0.3", linestyle=style_of(name)) for name in critic_names]
         labels += [f"{name} critic" for name in critic_names]
     extras = {
-        "cap": (plt.Line2D([], [], color="0.3", linestyle=":"), "the bound's cap minus $I$"),
-        "some diverged": (plt.Line2D([], [], **_RING), "some seeds diverged (left out)"),
-        "all diverged": (plt.Line2D([], [], **_CROSS), f"every seed diverged: {'; '.join(crossed)}"),
-        "clipped": (plt.Line2D([], [], color="0.3", **_CLIPPED), "beyond the axis (value)"),
+        "cap": (Line2D([], [], color="0.3", linestyle=":"), "the bound's cap minus $I$"),
+        "some diverged": (Line2D([], [], **_RING), "some seeds diverged (left out)"),
+        "all diverged": (Line2D([], [], **_CROSS), f"every seed diverged: {'; '.join(crossed)}"),
+        "clipped": (Line2D([], [], color="0.3", **_CLIPPED), "beyond the axis (value)"),
     }
     for key, (handle, label) in extras.items():
         if drawn[key] or (key == "all diverged" and crossed):
@@ -269,9 +271,7 @@ def _grid(panels: int) -> tuple[int, int]:
     return rows, math.ceil((panels + 1) / rows)
 
 
-def _place_legend(
-    figure: plt.Figure, axes: np.ndarray, panels: int, handles: list, labels: list[str]
-) -> None:
+def _place_legend(figure: Figure, axes: np.ndarray, panels: int, handles: list, labels: list[str]) -> None:
     """The legend in the cell after the last panel (the cells after it removed), its labels wrapped
     to the cell's width."""
     free = list(axes.flat[panels:])
@@ -286,7 +286,7 @@ def _place_legend(
 
 def figure_against_k(
     summary: Sequence[dict[str, str]], column: str, settings: dict | None = None, caption: bool = True
-) -> plt.Figure:
+) -> Figure:
     """The figure of ``column`` (bias, std or grad_norm) against K from the rows of summary.csv, a
     panel per true MI (:func:`_grid`); ``settings``: the study's settings (config.json) for the
     caption line, drawn under the figure unless ``caption`` is False."""
@@ -297,7 +297,7 @@ def figure_against_k(
     rows, columns = _grid(len(stages))
     width = min(PAGE_WIDTH, 2.4 * columns)
     several_critics = len({row["critic"] for row in summary}) > 1
-    with paper_style():
+    with paper_style() as plt:
         figure, axes = plt.subplots(rows, columns, figsize=(width, 2.3 * rows + 0.5), squeeze=False,
                                     layout="constrained")  # fmt: skip
         all_k = np.array(sorted({int(r["negatives"]) for r in summary}), dtype=float)
@@ -362,7 +362,7 @@ def _stair_limits(truth: np.ndarray, lines: list[np.ndarray], caps: list[float])
     return low - pad, high + pad
 
 
-def _mark_clipped_line(axis: plt.Axes, steps: np.ndarray, line: np.ndarray, low: float, high: float,
+def _mark_clipped_line(axis: Axes, steps: np.ndarray, line: np.ndarray, low: float, high: float,
                        colour: str) -> bool:  # fmt: skip
     """A triangle on the edge where the line first leaves the axis, written with the most extreme
     value it reaches beyond it ("max 920")."""
@@ -402,7 +402,7 @@ def _over_seeds(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def _draw_bound_steps(
-    axis: plt.Axes, name: str, steps: np.ndarray, matrix: np.ndarray, smoothed: np.ndarray,
+    axis: Axes, name: str, steps: np.ndarray, matrix: np.ndarray, smoothed: np.ndarray,
     limits: tuple[float, float],
 ) -> tuple[bool, bool]:  # fmt: skip
     """One bound on the staircase: every step's estimate (dots), the range over seeds of the
@@ -428,7 +428,7 @@ def _draw_bound_steps(
 
 def figure_staircase(
     curves: Sequence[dict[str, str]], settings: dict | None = None, caption: bool = True
-) -> plt.Figure:
+) -> Figure:
     """The estimates of one critic and K (rows of curves.csv) against the step; ``settings``: the
     study's settings (config.json) for the caption line, drawn under the figure unless ``caption``
     is False."""
@@ -444,7 +444,7 @@ def figure_staircase(
     means = {name: _over_seeds(values)[0] for name, values in smoothed.items()}
     caps = _caps(curves, list(matrices), negatives)
     limits = _stair_limits(truth, list(means.values()), list(caps.values()))
-    figure, axis = plt.subplots(figsize=(7.5, 3.8))
+    figure, axis = pyplot().subplots(figsize=(7.5, 3.8))
     clipped, diverged = False, []
     for name, matrix in matrices.items():
         marks = _draw_bound_steps(axis, name, steps, matrix, smoothed[name], limits)
@@ -461,7 +461,7 @@ def figure_staircase(
     return figure
 
 
-def _draw_caps(axis: plt.Axes, caps: dict[str, float]) -> None:
+def _draw_caps(axis: Axes, caps: dict[str, float]) -> None:
     """A dashed line at each capped bound's ceiling, labelled with its formula and value."""
     for name, cap in caps.items():
         weight_option = bounds.BOUNDS[name].weight_option
@@ -470,7 +470,7 @@ def _draw_caps(axis: plt.Axes, caps: dict[str, float]) -> None:
         axis.axhline(cap, color=colour_of(name), linestyle="--", linewidth=0.9, label=label)
 
 
-def _finish_staircase(figure: plt.Figure, axis: plt.Axes, limits: tuple[float, float], clipped: bool,
+def _finish_staircase(figure: Figure, axis: Axes, limits: tuple[float, float], clipped: bool,
                       diverged: Sequence[str], title: str) -> None:  # fmt: skip
     axis.set_title(title, fontsize=11)
     axis.set_ylim(*limits)
@@ -480,10 +480,10 @@ def _finish_staircase(figure: plt.Figure, axis: plt.Axes, limits: tuple[float, f
     axis.grid(alpha=0.3)
     handles, labels = axis.get_legend_handles_labels()
     if clipped:
-        handles.append(plt.Line2D([], [], color="0.3", **_CLIPPED))
+        handles.append(Line2D([], [], color="0.3", **_CLIPPED))
         labels.append("beyond the axis (value)")
     if diverged:
-        handles.append(plt.Line2D([], [], **_CROSS))
+        handles.append(Line2D([], [], **_CROSS))
         labels.append(f"a seed diverged (stopped there): {', '.join(diverged)}")
     axis.legend(handles, labels, loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
     figure.tight_layout()
@@ -511,7 +511,7 @@ def redraw(out: Path, file_format: str = "png", caption: bool = True) -> list[Pa
     settings = _settings_of(out)
     written: list[Path] = []
 
-    def keep(figure: plt.Figure, path: Path) -> None:
+    def keep(figure: Figure, path: Path) -> None:
         written.append(save(figure, path))
 
     cells = sorted((out / "cells").glob("*/curves.csv")) if (out / "cells").is_dir() else []

@@ -17,15 +17,15 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+from mitool.figures import COLUMN_WIDTH, PAGE_WIDTH, paper_style, save
+from mitool.files import atomic_write_text, read_csv
 
-from mitool.figures import COLUMN_WIDTH, PAGE_WIDTH, paper_style, save  # noqa: E402
-from mitool.files import atomic_write_text, read_csv  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "TARGET_MAX_MI",
@@ -232,7 +232,7 @@ def _longest_line(labels: Sequence[str]) -> int:
     return max(len(line) for label in labels for line in label.splitlines())
 
 
-def figure_errors(table: _Table, n: int) -> plt.Figure:
+def figure_errors(table: _Table, n: int) -> Figure:
     """One panel per family, at a paper column's width (3.5 in; fonts of 8 pt, long task labels on
     two lines): each task's mean error over the seeds (estimate minus truth, nats; the bar spans
     the seeds' lowest to highest), one marker per estimator (hollow at the edge when beyond the
@@ -328,7 +328,7 @@ def _family_panel(
     axis.tick_params(axis="y", length=0)
 
 
-def figure_heatmap(table: _Table, n: int) -> plt.Figure:
+def figure_heatmap(table: _Table, n: int) -> Figure:
     """Tasks x estimators (fonts of 8 pt, at most a page's width): each cell the mean error over the
     seeds (nats), coloured from -0.5 (blue, under) through 0 (white, the truth) to +0.5 (red,
     over); a cell outside the target max(0.1, 10%) is marked with a dot after its number."""

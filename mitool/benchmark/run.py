@@ -57,6 +57,8 @@ RESULT_COLUMNS = (
     "task", "family", "dim_x", "dim_y", "true_mi", "n", "seed", "estimator", "estimate", "ci_low",
     "ci_high", "seconds", "dim_z",
 )  # fmt: skip
+"""The columns of results.csv; ``dim_z``: Z's dimension for a task of I(X; Y | Z) (the conditional
+suite), empty for the others."""
 
 Log = Callable[[str], None]
 
@@ -256,9 +258,8 @@ def _rows(cell: Cell, seeds: Sequence[int], results: Sequence, seconds: float) -
             else (result.value, result.ci_low, result.ci_high)
         )
         described = [task.name, task.family, task.dim_x, task.dim_y, f"{task.mi:.6g}", cell.n, seed]
-        rows.append(
-            [*described, cell.estimator.name, *(f"{v:.6g}" for v in values), f"{seconds / len(seeds):.4g}"]
-        )
+        rows.append([*described, cell.estimator.name, *(f"{v:.6g}" for v in values),
+                     f"{seconds / len(seeds):.4g}", getattr(task, "dim_z", "")])  # fmt: skip
     return rows
 
 

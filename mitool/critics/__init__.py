@@ -26,17 +26,29 @@ Multi-layer perceptrons: ``hidden_layers`` counts the hidden layers, each Linear
 the activation, and one output Linear follows, so ``hidden_layers=2`` means three Linear layers
 (in -> width -> width -> out). This is what Poole et al. (2019) call "layers=2"; other code uses
 "layers=2" for three hidden layers. The defaults (two hidden layers of width 256, ReLU, a 32-dim
-embedding) are the toy protocol of the variational-bounds literature.
+embedding) are the toy protocol of the variational-bounds literature. The settings that size the
+networks (:class:`NetworkSettings`, :class:`CriticSettings`) are declared here once for every
+class that has them (the neural estimators', the classifier's, the toy study's), which lists them
+with :meth:`~mitool.settings.Settings.shared` and may give them its own defaults.
+
+Why the critics are named by class name (:data:`CRITICS`) and not held in a table of objects like
+the bounds (:data:`mitool.bounds.BOUNDS`): a bound is a function that loads torch when it runs,
+but a critic is an ``nn.Module`` subclass, whose class statement needs torch; the names let the
+command line list and check the critics without loading torch (:func:`critic_class` imports the
+class at its first use).
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import partial
 from importlib import import_module
 from typing import TYPE_CHECKING
 
 from mitool import checks
+from mitool.settings import Settings, setting
 
 if TYPE_CHECKING:
     from mitool.critics.networks import Critic
@@ -49,6 +61,8 @@ __all__ = [
     "ConcatCritic",
     "CosineCritic",
     "Critic",
+    "CriticSettings",
+    "NetworkSettings",
     "SeparableCritic",
     "Weights",
     "bound_scores",
@@ -71,6 +85,35 @@ CRITICS: dict[str, tuple[str, str]] = {
 table needs no torch (the command line reads it); the classes load at their first use."""
 
 NAMES: tuple[str, ...] = tuple(CRITICS)
+
+
+@dataclass(frozen=True)
+class NetworkSettings(Settings):
+    """The size of an MLP (:func:`mlp`) and the device it runs on, as every network of mitool has
+    them (a neural estimator's critic, the classifier, the toy study's critics), with the critics'
+    defaults; the settings classes that have them take them with
+    :meth:`~mitool.settings.Settings.shared`."""
+
+    hidden: int = setting(256, "Width of the MLPs.", partial(checks.whole_number, minimum=1))
+    hidden_layers: int = setting(
+        2, "Hidden layers of the MLPs (at least 1: the concat critic needs one, and without one a separable "
+        "critic is bilinear).", partial(checks.whole_number, minimum=1),
+    )  # fmt: skip
+    device: str = setting("cpu", "torch device: cpu, cuda, cuda:N.")
+
+
+@dataclass(frozen=True)
+class CriticSettings(NetworkSettings):
+    """:class:`NetworkSettings` and the options of the critics that embed X and Y (those that a
+    critic does not take are left out when it is made: :func:`pick_options`)."""
+
+    embed_dim: int = setting(
+        32, "Embedding size of the separable and cosine critics.", partial(checks.whole_number, minimum=1)
+    )
+    temperature: float = setting(
+        0.1, "Temperature of the cosine critic (scores in [-1/T, 1/T]).", checks.positive
+    )
+
 
 _FROM_NETWORKS = {
     "ACTIVATIONS", "BilinearCritic", "ConcatCritic", "CosineCritic", "Critic", "SeparableCritic", "Weights",

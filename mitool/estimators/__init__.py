@@ -10,6 +10,15 @@ The registry finds the estimators itself: every module of this package that defi
 one file here plus its test. Reading the registry imports no torch: the estimators load it when they
 train (the command line lists them, their settings and their help in a fraction of a second).
 
+Why mitool has four registries of four forms, each listed without loading torch: the estimators
+are found by module, so that adding one is a file (their modules import no torch at the top); the
+bounds (:data:`mitool.bounds.BOUNDS`) are a table of objects, their functions all in one module
+that loads torch only when a bound runs, and the table states their options and which may evaluate
+which; the critics (:data:`mitool.critics.CRITICS`) are named by class name, because a critic is an
+``nn.Module`` subclass, whose class statement needs torch, all in one module; the vision methods
+(:data:`mitool.vision.methods.METHODS`) name their class as ``module:Class``, because each is a
+module of its own that imports torch at the top.
+
 :data:`DEFAULTS` names the estimator :func:`mitool.estimate` uses for each kind of data
 (:data:`~mitool.estimators.base.CASES`) when none is asked for.
 """

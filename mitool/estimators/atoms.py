@@ -12,7 +12,8 @@ P(A = none) I(X; Y | A = none). I(X; A), continuous X against the discrete A, is
 (:mod:`mitool.estimators.ksg`, rank scores). Both are consistent, so the sum is: on a zero-inflated
 Y (30% zeros, truth 0.563 nats) it is within 0.01, where the mixture estimator of Gao et al. is 0.07
 under. The side with the atoms becomes Y; when both sides have ties (repeated rows, say), there is
-no continuous side and the mixture estimator (``mixed-ksg``) answers, as the result's notes say.
+no continuous side and the mixture estimator (``mixed-ksg``, with the same k, subsets and level)
+answers, as the result's notes say.
 The interval comes from disjoint subsets of the pairs.
 """
 
@@ -25,10 +26,10 @@ import numpy as np
 
 from mitool import checks
 from mitool.estimators.base import Estimate, Estimator
-from mitool.estimators.discrete import category_codes
 from mitool.estimators.ksg import ksg
 from mitool.estimators.ross import ross_mi
-from mitool.estimators.subsets import SubsetSettings, subset_estimate, tied_rows
+from mitool.estimators.rows import category_codes, tied_rows
+from mitool.estimators.subsets import SubsetSettings, subset_estimate
 from mitool.settings import setting
 
 __all__ = ["Atoms", "atoms_mi"]
@@ -60,7 +61,7 @@ class Atoms(Estimator):
     summary = (
         "the chain rule over Y's atoms (zero inflation, repeated values): Ross's I(X; A) plus KSG off them"
     )
-    number = "an estimate, consistent for a continuous X and a Y with atoms"
+    value_is = "an estimate, consistent for a continuous X and a Y with atoms"
     cases = frozenset({"ties"})
     Settings = AtomsSettings
     rank = 34
@@ -73,7 +74,8 @@ class Atoms(Estimator):
             from mitool.estimators.mixed_ksg import MixedKSG
 
             both = "both X and Y have ties (no continuous side): Gao et al.'s mixture estimator, mixed-ksg"
-            return MixedKSG(k=self.settings.k).estimate(x, y, seed=seed, progress=progress).with_notes(both)
+            mixture = MixedKSG(k=self.settings.k, subsets=self.settings.subsets, level=self.settings.level)
+            return mixture.estimate(x, y, seed=seed, progress=progress).with_notes(both)
         swapped = bool(tied_rows(x))
         if swapped:  # the side with the atoms becomes y (I is symmetric)
             x, y = y, x

@@ -3,12 +3,15 @@
     estimate(x, y, z=None, seed=0, progress=None) -> Estimate
 
 built from its settings (``KSG(k=5)``, ``get("ksg", k=5)``), which are a dataclass holding every
-default and check in one place (:class:`EstimatorSettings`). Each estimator says what data it takes
-(:attr:`Estimator.cases`: continuous pairs, discrete ones, discrete against continuous, pairs with
-ties, conditional on z) and the fewest pairs it needs (:meth:`Estimator.minimum_pairs`). An
-:class:`Estimate` holds what every estimator gives (the value, its interval and what the interval
-covers, the pairs, the time, notes) and the estimator's own ``details``; ``float(result)`` is the
-value, so code written for bmi's ``estimate(x, y) -> float`` can call it.
+default and check in one place (:class:`EstimatorSettings`; a setting that several estimators have
+is declared once: the interval's level by :func:`level_setting`, the training fields in
+:class:`TrainingSettings`). Each estimator says what data it takes (:attr:`Estimator.cases`:
+continuous pairs, discrete ones, discrete against continuous, pairs with ties, conditional on z)
+and the fewest pairs it needs (:meth:`Estimator.minimum_pairs`). An :class:`Estimate` holds what
+every estimator gives (the value, its interval and what the interval covers, the pairs, the time,
+notes) and the estimator's own ``details``; ``float(result)`` is the value, so code written for
+bmi's ``estimate(x, y) -> float`` can call it. An estimator makes its result with
+:meth:`Estimate.from_stderr` and does not time itself: :meth:`Estimator.estimate` sets ``seconds``.
 
 The registry of every estimator by name is :mod:`mitool.estimators`.
 """
@@ -17,8 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, ClassVar, Union
 
 import numpy as np
@@ -34,9 +39,12 @@ __all__ = [
     "Estimator",
     "EstimatorSettings",
     "Progress",
+    "TrainingSettings",
     "as_rows",
     "holds_labels",
     "label_columns",
+    "level_setting",
+    "mean_and_stderr",
     "normal_interval",
     "one_by_one",
     "setting",
@@ -49,7 +57,7 @@ CASES: dict[str, str] = {
     "low-dimension": "X and Y continuous, 3 dimensions or fewer in all",
     "discrete": "X and Y discrete (class labels, counts with few values)",
     "discrete-y": "X continuous, Y discrete (features against class labels)",
-    "discrete-y-high-dimension": "X continuous of more than 10 dimensions, Y discrete",
+    "discrete-y-high-dimension": "X continuous of more than 10 dimensions, Y discrete, 1000 pairs or more",
     "ties": "continuous data with atoms (point masses: zero inflation, a detection limit, repeated rows)",
     "conditional": "I(X; Y | Z), continuous X, Y and Z",
     "conditional-discrete-z": "I(X; Y | Z) with a discrete Z",
@@ -76,13 +84,45 @@ class EstimatorSettings(Settings):
     made by :func:`~mitool.settings.setting`, each value checked when made."""
 
 
+def level_setting() -> Any:
+    """The confidence level of the interval, as every estimator's settings declare it."""
+    return setting(0.95, "Confidence level of the interval.", checks.fraction)
+
+
+_whole = partial(checks.whole_number, minimum=1)
+
+
+@dataclass(frozen=True)
+class TrainingSettings(Settings):
+    """The settings that the estimators which train a network on part of the pairs and score it on
+    the others have (the neural estimators, the classifier): the split, the optimiser, early
+    stopping, the interval's chunks. Declared here once; each estimator's settings list them with
+    :meth:`~mitool.settings.Settings.shared`, in their own order, with their own defaults where
+    they differ (the network's size and device: :class:`mitool.critics.NetworkSettings`)."""
+
+    steps: int = setting(2000, "Most training steps.", _whole)
+    lr: float = setting(5e-4, "AdamW's learning rate.", checks.positive)
+    weight_decay: float = setting(0.0, "AdamW's weight decay.", partial(checks.number, minimum=0.0))
+    test_fraction: float = setting(0.2, "Share of the pairs held out for the estimate.", checks.fraction)
+    validation_fraction: float = setting(
+        0.15,
+        "Share of the training pairs scored for early stopping, at most 16384 pairs (the network is kept "
+        "at its best value).",
+        checks.fraction,
+    )  # fmt: skip
+    eval_every: int = setting(50, "Steps between validation scores.", _whole)
+    patience: int = setting(10, "Stop after this many validation scores without improvement.", _whole)
+    chunk: int = setting(50, "Held-out pairs (anchors) per value of the interval.", _whole)
+
+
 @dataclass(frozen=True, repr=False)
 class Estimate:
     """An estimate of I(X; Y) (or I(X; Y | Z)) in nats.
 
     value: the estimate (``float(result)`` is the same). stderr: its standard error. ci_low,
     ci_high: the confidence interval at ``ci_level``; ``interval`` says how both were made and what
-    they cover. estimator: the estimator's name. n_pairs: the pairs given. seconds: wall time.
+    they cover. estimator: the estimator's name. n_pairs: the pairs given. seconds: wall time (of
+    :meth:`Estimator.estimate`, which sets it).
     notes: what the estimator decided or noticed, in words (a constant column, the case it took,
     the ceiling it sits at). details: what only this estimator has (a neural one: the critic, the
     pairs that trained it, its step, its ceiling; KSG: k), as plain values.
@@ -99,6 +139,32 @@ class Estimate:
     seconds: float
     notes: tuple[str, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_stderr(
+        cls,
+        value: float,
+        stderr: float,
+        level: float,
+        degrees: float = math.inf,
+        *,
+        interval: str,
+        estimator: str,
+        n_pairs: int,
+        seconds: float = 0.0,
+        notes: tuple[str, ...] = (),
+        details: Mapping[str, Any] | None = None,
+    ) -> Estimate:
+        """The estimate ``value`` with its standard error and the interval value +- q stderr at
+        ``level`` (:func:`normal_interval`: q of Student's t with ``degrees`` degrees of freedom,
+        the normal's when infinite; NaN where ``stderr`` is). ``seconds``: 0 for an estimator's
+        result, which :meth:`Estimator.estimate` times."""
+        low, high = normal_interval(value, stderr, level, degrees)
+        return cls(
+            value=value, stderr=stderr, ci_low=low, ci_high=high, ci_level=level, interval=interval,
+            estimator=estimator, n_pairs=n_pairs, seconds=seconds, notes=tuple(notes),
+            details=dict(details or {}),
+        )  # fmt: skip
 
     def __float__(self) -> float:
         return float(self.value)
@@ -153,17 +219,22 @@ class Estimator:
     :meth:`_estimate`; ``Estimator(**settings)`` checks the settings (ParameterError naming an
     unknown one and the estimator's own).
 
-    name: the registry's name. summary: one line. number: what the value is (a bound or an
-    estimate, its ceiling). cases: the keys of :data:`CASES` it takes. Settings: its settings
-    dataclass."""
+    name: the registry's name. summary: one line. value_is: what the value is (a bound or an
+    estimate, its ceiling), to follow "its value is". cases: the keys of :data:`CASES` it takes.
+    Settings: its settings dataclass."""
 
     name: ClassVar[str]
     summary: ClassVar[str]
-    number: ClassVar[str]
+    value_is: ClassVar[str]
     cases: ClassVar[frozenset[str]] = frozenset({"continuous"})
     Settings: ClassVar[type[EstimatorSettings]] = EstimatorSettings
     rank: ClassVar[int] = 50
-    """Where the estimator stands in listings (lower first)."""
+    """The estimator's place in listings, lower first (the registry's order: ``mitool estimate
+    --help``, :data:`mitool.estimators.NAMES`). Only an order: not a measure of quality, and
+    unrelated to rank scores (``normalise="rank"``) and to a process's rank under torchrun."""
+    trains_together: ClassVar[bool] = False
+    """Whether :meth:`estimate_many` hands the data sets to :meth:`_estimate_many` together (the
+    neural estimators train their critics as one model); otherwise it estimates them one by one."""
 
     def __init__(self, **settings: object) -> None:
         known = self.Settings.names()
@@ -188,14 +259,32 @@ class Estimator:
         numpy arrays, tensors or lists (1-D: one column), row i of each belonging together."""
         rows = as_rows(x, y, z)
         self._check_size(rows)
-        return self._estimate(*rows, seed=seed, progress=progress)
+        start = time.perf_counter()
+        result = self._estimate(*rows, seed=seed, progress=progress)
+        return dataclasses.replace(result, seconds=time.perf_counter() - start)
 
     def estimate_many(
         self, datasets: Sequence[tuple[object, ...]], seeds: Sequence[int], progress: Progress | None = None
     ) -> list[Estimate | DivergenceError]:
         """:meth:`estimate` of several data sets (a benchmark cell's seeds); an estimate that ran
-        away gives its DivergenceError in its place. Neural estimators train them together."""
-        return one_by_one(self.estimate, datasets, seeds)
+        away gives its DivergenceError in its place. An estimator that :attr:`trains_together`
+        takes data sets of one shape at once; each estimate's ``seconds`` is then the time of all."""
+        if not self.trains_together:
+            return one_by_one(self.estimate, datasets, seeds)
+        rows = [as_rows(*data) for data in datasets]
+        shapes = {tuple(None if part is None else part.shape for part in parts) for parts in rows}
+        if not rows or len(shapes) != 1 or len(seeds) != len(rows):
+            raise checks.ParameterError(
+                "datasets", "must be one or more (x, y) of one shape, with one seed each"
+            )
+        self._check_size(rows[0])
+        start = time.perf_counter()
+        results = self._estimate_many(rows, list(seeds), progress)
+        seconds = time.perf_counter() - start
+        return [
+            result if isinstance(result, DivergenceError) else dataclasses.replace(result, seconds=seconds)
+            for result in results
+        ]
 
     def _check_size(self, rows: tuple[np.ndarray, ...]) -> None:
         dims = [part.shape[1] for part in rows if part is not None]
@@ -208,6 +297,13 @@ class Estimator:
     def _estimate(
         self, x: np.ndarray, y: np.ndarray, z: np.ndarray | None, seed: int, progress: Progress | None
     ) -> Estimate:
+        raise NotImplementedError
+
+    def _estimate_many(
+        self, rows: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]], seeds: list[int],
+        progress: Progress | None,
+    ) -> list[Estimate | DivergenceError]:  # fmt: skip
+        """The estimates of data sets of one shape at once (an estimator that :attr:`trains_together`)."""
         raise NotImplementedError
 
 
@@ -322,17 +418,21 @@ def as_rows(
     return arrays[0], arrays[1], arrays[2]
 
 
+def mean_and_stderr(values: np.ndarray) -> tuple[float, float]:
+    """The mean of the C ``values`` and its standard error std / sqrt(C) (NaN for one value)."""
+    mean = float(np.mean(values))
+    if len(values) < 2:
+        return mean, math.nan
+    return mean, float(np.std(values, ddof=1) / math.sqrt(len(values)))
+
+
 def student_interval(values: np.ndarray, level: float) -> tuple[float, float, float, float]:
     """(mean, standard error, low, high): the mean of ``values`` with the Student-t interval
     mean +- t_{C-1, (1+level)/2} * std / sqrt(C) over the C values (NaN spread for one value)."""
-    from scipy import stats
-
-    mean = float(np.mean(values))
+    mean, stderr = mean_and_stderr(values)
     if len(values) < 2:
         return mean, math.nan, math.nan, math.nan
-    stderr = float(np.std(values, ddof=1) / math.sqrt(len(values)))
-    half = float(stats.t.ppf(0.5 + level / 2, len(values) - 1)) * stderr
-    return mean, stderr, mean - half, mean + half
+    return (mean, stderr, *normal_interval(mean, stderr, level, len(values) - 1))
 
 
 def normal_interval(

@@ -12,59 +12,45 @@ combines the two terms' (their covariance left out)."""
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
 from mitool import checks
-from mitool.estimators.base import Estimate, Estimator, normal_interval
-from mitool.estimators.neural import ESTIMATORS as NEURAL
+from mitool.estimators.base import Estimate, Estimator
+from mitool.estimators.neural import InfoNCE
 
 __all__ = ["NeuralChain"]
-
-_DEFAULT = NEURAL[0]  # infonce
 
 
 class NeuralChain(Estimator):
     name = "neural-chain"
     summary = "conditional MI by the chain rule, I(X; (Y, Z)) - I(X; Z), two neural estimates on one split"
-    number = "an estimate of I(X; Y | Z), the difference of two lower bounds"
+    value_is = "an estimate of I(X; Y | Z), the difference of two lower bounds"
     cases = frozenset({"conditional"})
-    Settings = _DEFAULT.Settings
+    Settings = InfoNCE.Settings
     rank = 41
 
     def minimum_pairs(self, dim_x: int, dim_y: int, dim_z: int = 0) -> int:
-        return _DEFAULT(**vars(self.settings)).minimum_pairs(dim_x, dim_y + dim_z)
+        return InfoNCE(**vars(self.settings)).minimum_pairs(dim_x, dim_y + dim_z)
 
     def _estimate(self, x, y, z, seed, progress) -> Estimate:
         if z is None:
             raise checks.ParameterError("z", "must be given: neural-chain estimates I(X; Y | Z)")
-        start = time.perf_counter()
-        term = _DEFAULT(**vars(self.settings))
+        term = InfoNCE(**vars(self.settings))
         joint = term.estimate(x, np.hstack([y, z]), seed=seed, progress=progress)
         given = term.estimate(x, z, seed=seed)
         value = joint.value - given.value
         stderr = math.sqrt(joint.stderr**2 + given.stderr**2)
-        low, high = normal_interval(value, stderr, self.settings.level)
-        return Estimate(
-            value=value,
-            stderr=stderr,
-            ci_low=low,
-            ci_high=high,
-            ci_level=self.settings.level,
-            interval="normal interval from the two terms' standard errors (evaluation noise of the "
-            "critics; not retraining, not the bounds' bias)"
-            if math.isfinite(stderr)
-            else f"none: {joint.interval.removeprefix('none: ')}",
-            estimator=self.name,
-            n_pairs=len(x),
-            seconds=time.perf_counter() - start,
-            details={
-                "I(X; (Y, Z))": joint.value,
-                "I(X; Z)": given.value,
-                "terms": [joint.as_dict(), given.as_dict()],
-            },
-        )
+        interval = (
+            "normal interval from the two terms' standard errors (evaluation noise of the critics; not "
+            "retraining, not the bounds' bias)" if math.isfinite(stderr)
+            else f"none: {joint.interval.removeprefix('none: ')}"
+        )  # fmt: skip
+        return Estimate.from_stderr(
+            value, stderr, self.settings.level, interval=interval, estimator=self.name, n_pairs=len(x),
+            details={"I(X; (Y, Z))": joint.value, "I(X; Z)": given.value,
+                     "terms": [joint.as_dict(), given.as_dict()]},
+        )  # fmt: skip
 
 
 ESTIMATORS = [NeuralChain]

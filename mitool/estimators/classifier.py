@@ -15,7 +15,6 @@ A class missing from the training pairs gets the smallest frequency seen there.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -23,33 +22,42 @@ from typing import Any
 import numpy as np
 
 from mitool import checks
-from mitool.estimators.base import Estimate, Estimator, EstimatorSettings, student_interval
-from mitool.estimators.discrete import category_codes
+from mitool.critics import NetworkSettings
+from mitool.estimators.base import (
+    Estimate,
+    Estimator,
+    EstimatorSettings,
+    TrainingSettings,
+    level_setting,
+    mean_and_stderr,
+)
 from mitool.estimators.preparation import normal_scores, split_pairs
+from mitool.estimators.rows import category_codes
 from mitool.settings import setting
 
 __all__ = ["Classifier"]
 
-_whole = partial(checks.whole_number, minimum=1)
+_training, _network = TrainingSettings.shared, NetworkSettings.shared
 
 
 @dataclass(frozen=True)
 class ClassifierSettings(EstimatorSettings):
-    steps: int = setting(3000, "Most training steps.", _whole)
-    batch_size: int = setting(256, "Training batch.", _whole)
-    lr: float = setting(1e-3, "AdamW learning rate.", checks.positive)
-    weight_decay: float = setting(1e-4, "AdamW's weight decay.", partial(checks.number, minimum=0.0))
-    hidden: int = setting(64, "Width of the classifier's MLP.", _whole)
-    hidden_layers: int = setting(3, "Hidden layers of the classifier's MLP.", _whole)
-    test_fraction: float = setting(0.2, "Share of the pairs held out for the estimate.", checks.fraction)
-    validation_fraction: float = setting(
-        0.15, "Share of the training pairs for early stopping.", checks.fraction
-    )
-    eval_every: int = setting(50, "Steps between validation scores.", _whole)
-    patience: int = setting(10, "Stop after this many validation scores without improvement.", _whole)
-    chunk: int = setting(50, "Held-out pairs per value of the interval.", _whole)
-    level: float = setting(0.95, "Confidence level of the interval.", checks.fraction)
-    device: str = setting("cpu", "torch device of the classifier.")
+    """The training settings (:class:`~mitool.estimators.base.TrainingSettings`) and the network's
+    (:class:`~mitool.critics.NetworkSettings`) with the classifier's own defaults, and its batch."""
+
+    steps: int = _training("steps", 3000)
+    batch_size: int = setting(256, "Training batch.", partial(checks.whole_number, minimum=1))
+    lr: float = _training("lr", 1e-3)
+    weight_decay: float = _training("weight_decay", 1e-4)
+    hidden: int = _network("hidden", 64)
+    hidden_layers: int = _network("hidden_layers", 3)
+    test_fraction: float = _training("test_fraction")
+    validation_fraction: float = _training("validation_fraction")
+    eval_every: int = _training("eval_every")
+    patience: int = _training("patience")
+    chunk: int = _training("chunk")
+    level: float = level_setting()
+    device: str = _network("device")
 
 
 def _log_likelihoods(network: Any, x: Any, labels: Any) -> np.ndarray:
@@ -64,7 +72,7 @@ def _log_likelihoods(network: Any, x: Any, labels: Any) -> np.ndarray:
 class Classifier(Estimator):
     name = "classifier"
     summary = "held-out cross-entropy of an MLP classifier of the discrete Y from the continuous X"
-    number = "a lower bound, H(Y) - cross-entropy, up to sampling"
+    value_is = "a lower bound, H(Y) - cross-entropy, up to sampling"
     cases = frozenset({"discrete-y", "discrete-y-high-dimension"})
     Settings = ClassifierSettings
     rank = 32
@@ -77,7 +85,7 @@ class Classifier(Estimator):
 
         from mitool.critics.networks import mlp
 
-        start, settings = time.perf_counter(), self.settings
+        settings = self.settings
         labels = category_codes(y)
         classes = int(labels.max()) + 1
         split = split_pairs(len(x), settings.test_fraction, settings.validation_fraction, seed)
@@ -107,26 +115,14 @@ class Classifier(Estimator):
         chunks = np.array(
             [part.mean() for part in np.array_split(pointwise, max(2, len(pointwise) // settings.chunk))]
         )
-        mean, stderr, low, high = student_interval(chunks, settings.level)
-        return Estimate(
-            value=mean,
-            stderr=stderr,
-            ci_low=low,
-            ci_high=high,
-            ci_level=settings.level,
+        return Estimate.from_stderr(
+            *mean_and_stderr(chunks), settings.level, degrees=len(chunks) - 1, estimator=self.name,
+            n_pairs=len(x),
             interval=f"Student-t interval over {len(chunks)} chunks of held-out pairs (noise of the held-out "
             "evaluation of this classifier; not retraining, not the bound's gap)",
-            estimator=self.name,
-            n_pairs=len(x),
-            seconds=time.perf_counter() - start,
-            details={
-                "classes": classes,
-                "n_fit": len(split.fit),
-                "n_validation": len(split.validation),
-                "n_test": len(split.test),
-                "best_step": kept_step,
-            },
-        )
+            details={"classes": classes, "n_fit": len(split.fit), "n_validation": len(split.validation),
+                     "n_test": len(split.test), "best_step": kept_step},
+        )  # fmt: skip
 
 
 def _train(network, fit, validation, settings: ClassifierSettings, seed: int, progress) -> int:

@@ -16,23 +16,15 @@ is the tuple of its columns. The interval: the delta method, Var(I) ~ Var(log p(
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from mitool import checks
-from mitool.estimators.base import Estimate, Estimator, EstimatorSettings, normal_interval
+from mitool.estimators.base import Estimate, Estimator, EstimatorSettings, level_setting
+from mitool.estimators.rows import category_codes
 from mitool.settings import setting
 
-__all__ = ["PlugIn", "category_codes", "plugin_mi"]
-
-
-def category_codes(rows: np.ndarray) -> np.ndarray:
-    """Each row's category as an integer 0 .. m - 1 (equal rows, equal codes)."""
-    if rows.shape[1] == 1:
-        return np.unique(rows[:, 0], return_inverse=True)[1].reshape(-1)
-    return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
+__all__ = ["PlugIn", "plugin_mi"]
 
 
 def _entropy(codes: np.ndarray, correction: bool) -> float:
@@ -66,24 +58,22 @@ def pointwise_log_ratios(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class PlugInSettings(EstimatorSettings):
     correction: bool = setting(True, "Miller-Madow: add (m - 1) / 2n to each plug-in entropy.")
-    level: float = setting(0.95, "Confidence level of the interval.", checks.fraction)
+    level: float = level_setting()
 
 
 class PlugIn(Estimator):
     name = "plugin"
     summary = "the plug-in MI of the joint table of discrete X and Y, Miller-Madow corrected"
-    number = "an estimate, its first-order bias removed; reliable while the table's cells hold many pairs"
+    value_is = "an estimate, its first-order bias removed; reliable while the table's cells hold many pairs"
     cases = frozenset({"discrete"})
     Settings = PlugInSettings
     rank = 30
 
     def _estimate(self, x, y, z, seed, progress) -> Estimate:
-        start = time.perf_counter()
         n = len(x)
         value = plugin_mi(x, y, self.settings.correction)
         ratios = pointwise_log_ratios(x, y)
         stderr = float(ratios.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
-        low, high = normal_interval(value, stderr, self.settings.level)
         codes_x, codes_y, joint = table_codes(x, y)
         cells = int(np.count_nonzero(np.bincount(joint)))
         notes = ()
@@ -92,24 +82,12 @@ class PlugIn(Estimator):
                 f"the joint table has {cells} occupied cells for {n} pairs (fewer than 5 pairs a cell): the "
                 "plug-in estimate is biased upwards there; more pairs, or fewer categories, help",
             )
-        return Estimate(
-            value=value,
-            stderr=stderr,
-            ci_low=low,
-            ci_high=high,
-            ci_level=self.settings.level,
-            interval="normal interval of the delta method (the sampling noise of the table's "
-            "frequencies; not the bias)",
-            estimator=self.name,
-            n_pairs=n,
-            seconds=time.perf_counter() - start,
-            notes=notes,
-            details={
-                "cells": cells,
-                "categories_x": int(codes_x.max()) + 1,
-                "categories_y": int(codes_y.max()) + 1,
-            },
-        )
+        categories = {"categories_x": int(codes_x.max()) + 1, "categories_y": int(codes_y.max()) + 1}
+        return Estimate.from_stderr(
+            value, stderr, self.settings.level, estimator=self.name, n_pairs=n, notes=notes,
+            interval="normal interval of the delta method (the sampling noise of the table's frequencies; "
+            "not the bias)", details={"cells": cells, **categories},
+        )  # fmt: skip
 
 
 ESTIMATORS = [PlugIn]

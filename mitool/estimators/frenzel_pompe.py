@@ -22,7 +22,8 @@ from mitool import checks
 from mitool.estimators.base import Estimate, Estimator
 from mitool.estimators.neighbours import counts_within, kth_distances
 from mitool.estimators.preparation import standardise
-from mitool.estimators.subsets import SubsetSettings, refuse_ties, subset_estimate
+from mitool.estimators.rows import refuse_ties
+from mitool.estimators.subsets import SubsetSettings, subset_estimate
 from mitool.settings import setting
 
 __all__ = ["FrenzelPompe", "frenzel_pompe"]
@@ -52,7 +53,7 @@ class FrenzelPompeSettings(SubsetSettings):
 class FrenzelPompe(Estimator):
     name = "frenzel-pompe"
     summary = "Frenzel & Pompe's k-NN estimator of conditional MI I(X; Y | Z) (KSG's scheme)"
-    number = "an estimate of I(X; Y | Z), consistent; biased in high dimension"
+    value_is = "an estimate of I(X; Y | Z), consistent; biased in high dimension"
     cases = frozenset({"conditional"})
     Settings = FrenzelPompeSettings
     rank = 40

@@ -90,7 +90,7 @@ class GaussianSettings(SubsetSettings):
 class Gaussian(Estimator):
     name = "gaussian"
     summary = "MI of the Gaussian with the sample covariance (CCA), bias-corrected; conditional too"
-    number = "exact for Gaussians; elsewhere the MI of their linear dependence only"
+    value_is = "exact for Gaussians; elsewhere the MI of their linear dependence only"
     cases = frozenset({"continuous", "low-dimension", "conditional"})
     Settings = GaussianSettings
     rank = 20

@@ -30,7 +30,8 @@ from mitool import checks
 from mitool.estimators.base import Estimate, Estimator, setting
 from mitool.estimators.neighbours import joint_neighbour_counts
 from mitool.estimators.preparation import PREPARATIONS
-from mitool.estimators.subsets import SubsetSettings, refuse_ties, subset_estimate
+from mitool.estimators.rows import refuse_ties
+from mitool.estimators.subsets import SubsetSettings, subset_estimate
 
 __all__ = ["KSG", "KSGSettings", "ksg"]
 
@@ -82,7 +83,7 @@ class KSGSettings(SubsetSettings):
 class KSG(Estimator):
     name = "ksg"
     summary = "KSG nearest neighbours (estimator I, max-norm, standardised data)"
-    number = "an estimate, biased downwards in high dimension and at high MI"
+    value_is = "an estimate, biased downwards in high dimension and at high MI"
     cases = frozenset({"continuous", "low-dimension"})
     Settings = KSGSettings
     rank = 10

@@ -53,7 +53,7 @@ class MixedKSGSettings(SubsetSettings):
 class MixedKSG(Estimator):
     name = "mixed-ksg"
     summary = "Gao et al.'s k-NN estimator for discrete-continuous mixtures (data with ties or atoms)"
-    number = "an estimate, consistent for continuous, discrete and mixed data"
+    value_is = "an estimate, consistent for continuous, discrete and mixed data"
     cases = frozenset(
         {"continuous", "low-dimension", "discrete", "discrete-y", "discrete-y-high-dimension", "ties"}
     )

@@ -24,6 +24,7 @@ __all__ = [
     "VALIDATION_MAX",
     "Split",
     "canonical_maps",
+    "fold_sizes",
     "fold_splits",
     "normal_scores",
     "part_sizes",
@@ -73,10 +74,22 @@ def split_pairs(n: int, test_fraction: float, validation_fraction: float, seed: 
     return Split(order[:n_fit], order[n_fit : n_fit + n_validation], order[n_fit + n_validation :])
 
 
+def fold_sizes(n: int, folds: int, validation_fraction: float) -> list[tuple[int, int, int]]:
+    """(fit, validation, test) sizes of each split of :func:`fold_splits` (no split when ``folds``
+    is more than n)."""
+    if folds > n:
+        return []
+    sizes = []
+    for n_test in (len(part) for part in np.array_split(np.arange(n), folds)):
+        n_validation = validation_size(n - n_test, validation_fraction)
+        sizes.append((n - n_test - n_validation, n_validation, n_test))
+    return sizes
+
+
 def fold_splits(n: int, folds: int, validation_fraction: float, seed: int) -> list[Split]:
     """k-fold cross-fitting: a seeded shuffle of n pairs cut into ``folds`` parts; split j tests
-    on part j and trains on the others, ``validation_fraction`` of which choose the step. Every
-    pair is in exactly one test part."""
+    on part j and trains on the others, ``validation_fraction`` of which choose the step
+    (:func:`fold_sizes`). Every pair is in exactly one test part."""
     checks.whole_number("folds", folds, 2, n)
     order = np.random.default_rng(seed).permutation(n)
     parts = np.array_split(order, folds)

@@ -21,9 +21,9 @@ import numpy as np
 
 from mitool import checks
 from mitool.estimators.base import Estimate, Estimator
-from mitool.estimators.discrete import category_codes
 from mitool.estimators.neighbours import counts_within, kth_distances
 from mitool.estimators.preparation import standardise
+from mitool.estimators.rows import category_codes
 from mitool.estimators.subsets import SubsetSettings, subset_estimate
 from mitool.settings import setting
 
@@ -67,7 +67,7 @@ class RossSettings(SubsetSettings):
 class Ross(Estimator):
     name = "ross"
     summary = "Ross's k-NN estimator for continuous X against discrete Y (scikit-learn's mutual_info_classif)"
-    number = "an estimate, consistent; biased downwards in high dimension of X"
+    value_is = "an estimate, consistent; biased downwards in high dimension of X"
     cases = frozenset({"discrete-y", "discrete-y-high-dimension"})
     Settings = RossSettings
     rank = 31

@@ -1,5 +1,4 @@
-"""What the estimators that train nothing share: an interval from disjoint subsets of the pairs,
-and the count of tied rows (repeated values), which k-NN estimators of continuous data must refuse.
+"""What the estimators that train nothing share: an interval from disjoint subsets of the pairs.
 
 Standard error by subsampling: the estimator on m disjoint random subsets of s pairs each
 (s = n / m, at most 5000) gives m values v_j; since the variance of these estimators falls like
@@ -13,7 +12,6 @@ k-NN estimators.)
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -22,17 +20,10 @@ from typing import Any
 import numpy as np
 
 from mitool import checks
-from mitool.estimators.base import Estimate, Estimator, EstimatorSettings, Progress, normal_interval
+from mitool.estimators.base import Estimate, Estimator, EstimatorSettings, Progress, level_setting
 from mitool.settings import setting
 
-__all__ = [
-    "SubsetSettings",
-    "distinct_rows",
-    "refuse_ties",
-    "subsample_values",
-    "subset_estimate",
-    "tied_rows",
-]
+__all__ = ["SubsetSettings", "subsample_values", "subset_estimate"]
 
 
 @dataclass(frozen=True)
@@ -42,7 +33,7 @@ class SubsetSettings(EstimatorSettings):
     subsets: int = setting(
         10, "Disjoint subsets for the standard error.", partial(checks.whole_number, minimum=2)
     )
-    level: float = setting(0.95, "Confidence level of the interval.", checks.fraction)
+    level: float = level_setting()
 
 
 SUBSET_MAX = 5000
@@ -92,7 +83,6 @@ def subset_estimate(
     estimate of the time after the first. The estimate on all n pairs counts as 2 n log(n) / log(size)
     pairs of the subsets' (neighbour searches cost about n log n; at 10^6 pairs of 1 + 1 dimensions
     this foretold 14 s after the second subset, and KSG took 13 s)."""
-    start = time.perf_counter()
     subsets, level = estimator.settings.subsets, estimator.settings.level
     parts = (x, y) if z is None else (x, y, z)
     needed = estimator.minimum_pairs(*(part.shape[1] for part in parts))
@@ -107,41 +97,11 @@ def subset_estimate(
         progress(total, total, value)
     if used >= 2:
         stderr = float(values.std(ddof=1) * math.sqrt(size / len(x)))
-        low, high = normal_interval(value, stderr, level, degrees=used - 1)
         interval = (f"Student-t interval from {used} disjoint subsets (sampling noise of the pairs; not the "
                     "estimator's bias)")  # fmt: skip
     else:
-        stderr = low = high = math.nan
-        interval = "none: too few pairs for two disjoint subsets"
-    return Estimate(
-        value=value, stderr=stderr, ci_low=low, ci_high=high, ci_level=level, interval=interval,
-        estimator=estimator.name, n_pairs=len(x), seconds=time.perf_counter() - start, notes=notes,
-        details=dict(details or {}),
+        stderr, interval = math.nan, "none: too few pairs for two disjoint subsets"
+    return Estimate.from_stderr(
+        value, stderr, level, degrees=used - 1, interval=interval, estimator=estimator.name, n_pairs=len(x),
+        notes=notes, details=details,
     )  # fmt: skip
-
-
-def distinct_rows(rows: np.ndarray) -> int:
-    """The number of distinct rows of ``rows`` (n, d); one column by a sort of its values (numpy's
-    unique over rows is five times slower)."""
-    if rows.shape[1] == 1:
-        return int(len(rows) and 1 + np.count_nonzero(np.diff(np.sort(rows[:, 0]))))
-    return len(np.unique(rows, axis=0))
-
-
-def tied_rows(*arrays: np.ndarray) -> int:
-    """The most rows, over ``arrays`` (each (n, d)), that repeat an earlier row of the same array."""
-    return max(len(array) - distinct_rows(array) for array in arrays)
-
-
-def refuse_ties(estimator: str, **arrays: np.ndarray | None) -> None:
-    """ParameterError naming the first of ``arrays`` (x, y, z) with rows that repeat another row:
-    a k-NN estimator of continuous data cannot take them (their distances are 0)."""
-    for name, array in arrays.items():
-        tied = 0 if array is None else tied_rows(array)
-        if tied:
-            raise checks.ParameterError(
-                name,
-                f"has {tied} rows that repeat another row's value exactly; {estimator} assumes continuous "
-                "data (its distances become 0 and its value meaningless): use estimator='mixed-ksg' for data "
-                "with ties or atoms, or discrete='x'/'y'/'both' (for Z: discrete='z') for discrete variables",
-            )

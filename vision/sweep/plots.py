@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mitool.figures import save
+from mitool.figures import pyplot, save
 from mitool.vision.records import read_records
 from mitool.vision.sweep.summary import summary_rows
 
@@ -77,16 +77,14 @@ def _draw_lines(
 
 
 def _colours(labels: Sequence[str]) -> dict[str, Any]:
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     return {label: cycle[index % len(cycle)] for index, label in enumerate(sorted(set(labels)))}
 
 
 def _against(rows: list[dict[str, Any]], axis_key: str, axis_label: str, path: Path) -> Path:
     """Two panels against ``axis_key`` (log axis): kNN top-1 and the mean NPC multiplier q_B."""
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     figure, axes = plt.subplots(1, 2, figsize=(11, 4))
     knn, npc = _lines(rows, axis_key, "knn_top1"), _lines(rows, axis_key, "npc_mean")
     colours = _colours([*knn, *npc])
@@ -100,8 +98,7 @@ def _against(rows: list[dict[str, Any]], axis_key: str, axis_label: str, path: P
 
 
 def _curves(rows: list[dict[str, Any]], out: Path, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     varying = _varying(rows)
     labels = [line_label(row, varying, None) for row in rows]
     colours = _colours(labels)
@@ -126,9 +123,6 @@ def _curves(rows: list[dict[str, Any]], out: Path, path: Path) -> Path:
 
 def plot_sweep(out: str | os.PathLike) -> list[Path]:
     """Draw the three figures of the sweep in OUT from its finished runs; returns their paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     out = Path(out)
     rows = [row for row in summary_rows(out) if row["status"] == "done"]
     return [
