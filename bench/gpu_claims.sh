@@ -7,7 +7,9 @@
 # deadline of GPU_CLAIMS_BUDGET seconds, default 470, skips what no longer fits):
 #   1. split-bn: bench/step.py --device cuda, resnet50, 224 px, batch 256, bf16, moco with one-GPU
 #      split-BN (8 groups) and moco with plain BatchNorm (--bn-mode sync): the split-BN overhead
-#      (target: at most 20% over plain BN)
+#      (target: at most 20% over plain BN; plain BN is a cost reference only: on one process it
+#      is MoCo's BN leak, which `mitool vision pretrain` refuses, and bench/step.py builds the
+#      model without that check)
 #   2. eqco: `mitool vision sweep`, SiMo with eqco (alpha 256) and with infonce, K = 4, 16, 64, 256,
 #      2 seeds, and MoCo v2 infonce (queue 4096, 2 seeds) as the reference; resnet18 with the small
 #      stem, full Fashion-MNIST, batch 512, bf16, --gpu-augment decode, --parallel 4
@@ -16,9 +18,25 @@
 #   4. lightly: bench/lightly_compare.py --device cuda, resnet18, simclr, dcl and moco, one run of
 #      each library at a time (mitool's views made on the GPU, lightly's CPU transforms, as many
 #      loader workers each); lightly comes from bench/.wheels (see below) when not installed
-# Optional part (GPU_CLAIMS_PARTS=recipe, about 9 minutes on its own, so for a session of its own):
-#   recipe: the Fashion-MNIST recipe at GPU scale: moco, simo and simclr + dcl, resnet18, three runs
-#      side by side, each cosine schedule fitted to 8 minutes (--max-minutes 8)
+# Optional parts (each for a session of its own):
+#   recipe (GPU_CLAIMS_PARTS=recipe, about 9 minutes): the Fashion-MNIST recipe at GPU scale: moco,
+#      simo and simclr + dcl, resnet18, three runs side by side, each cosine schedule fitted to
+#      8 minutes (--max-minutes 8)
+#   issue30 (GPU_CLAIMS_PARTS=issue30, about 4 minutes): images/s before and after the fixes of
+#      issue 30's items 5-7, each pair on this machine in one run:
+#      5. `mitool vision pretrain` (simclr, resnet50, synthetic 224 px images, batch 256, 8 workers)
+#         with --gpu-augment off (the old default) against the default (decode on CUDA);
+#      6. training_step of moco, simo and simclr (resnet50, 224 px, bf16, batch 256, in-memory views),
+#         before = the old per-step reads (plain SGD whose gradient norm is read every step,
+#         simclr's boolean-mask scores, cudnn.benchmark off) against after = the defaults (fused SGD,
+#         index-tensor scores, cudnn.benchmark on), interleaved rounds, with the host waits per step
+#         counted by torch.cuda.set_sync_debug_mode; the device augmentation with blocking against
+#         pinned non-blocking parameter copies; the linear probe's loop reading its loss every step
+#         against every 50;
+#      7. the kNN monitor's feature extraction (resnet50, 2048 + 2048 synthetic 224 px images) in
+#         fp32 (before) against bf16 autocast (after); its sharding across ranks needs several GPUs
+#         (tested on the CPU with two gloo processes), so one GPU shows the autocast half only.
+#      JSON in $DESTINATION/issue30_*.json, a table in the log.
 #
 # The sweeps are resumable: running the script again on the same machine continues unfinished runs
 # (their scratch folder is GPU_CLAIMS_SCRATCH, default /tmp/mitool-gpu-claims). What comes back is
@@ -96,7 +114,13 @@ MOCO=(--negatives 4096 --batch-size 512 --base-lr 0.4 --epochs "${GPU_CLAIMS_EPO
 DCL=(--batch-size 32,64,128,256,512 --epochs "${GPU_CLAIMS_EPOCHS_DCL:-1}")
 STEP=(--arch resnet50 --image-size 224 --batch-size 256 --precision bf16 --rounds 5)
 LIGHTLY=(--arch resnet18 --epochs 1 --batch-size 512 --workers 8 --gpu-augment decode --sequential)
+ISSUE30=(--arch resnet50 --image-size 224 --batch-size 256 --rounds 4 --steps 8 --knn-images 2048 --workers 8)
+ISSUE30_PRETRAIN=(--arch resnet50 --dataset synthetic --synthetic-size 4096 --image-size 224 --batch-size 256
+    --max-steps 16 --log-every 8 --knn-every 0 --workers 8 --precision bf16)
 if [ "$REHEARSAL" = 1 ]; then
+    ISSUE30=(--arch small-cnn --image-size 32 --batch-size 16 --rounds 2 --steps 2 --knn-images 64 --workers 0)
+    ISSUE30_PRETRAIN=(--arch small-cnn --dataset synthetic --synthetic-size 128 --image-size 32 --batch-size 16
+        --max-steps 4 --log-every 2 --knn-every 0 --workers 0)
     DEVICE=cpu PARALLEL=2 WORKERS=0
     NETWORK=(--arch small-cnn --dataset synthetic --synthetic-size 256 --image-size 28 --knn-max-samples 256)
     EQCO=(--negatives 4,16 --batch-size 32 --epochs 1)
@@ -121,11 +145,204 @@ part dcl 200 "${SWEEP[@]}" "${NETWORK[@]}" --method simclr --loss infonce,dcl,dc
     --out "$SCRATCH/dcl"
 collect "$SCRATCH/dcl" dcl
 
-if [ "$REHEARSAL" = 1 ] && [ ! -d /usr/share/datasets/fashion-mnist ]; then
+if [ -n "$(part_left_out lightly)" ]; then
+    :
+elif [ "$REHEARSAL" = 1 ] && [ ! -d /usr/share/datasets/fashion-mnist ]; then
     say "=== lightly: skipped in the rehearsal (no Fashion-MNIST here)"
 else
     part lightly 150 "$PY" "$ROOT/bench/lightly_compare.py" --device $DEVICE "${LIGHTLY[@]}" \
         --methods simclr,dcl,moco --scratch "$SCRATCH/lightly-runs" --json "$DESTINATION/lightly_${DEVICE}.json"
+fi
+
+if [[ ",$PARTS," == *",issue30,"* ]]; then
+    # issue 30, items 5-7: images/s before and after (see the header); the harness is written here
+    cat >"$SCRATCH/issue30.py" <<'PYTHON'
+"""Images/s before and after issue 30's items 6 and 7 (item 5 is two `vision pretrain` runs)."""
+import argparse, json, statistics, time, warnings
+
+import torch
+
+from mitool.vision import gpu_augment, simclr
+from mitool.vision.config import PretrainConfig, resolve_defaults
+from mitool.vision.datasets import dataset_info
+from mitool.vision.evaluate import evaluate_knn
+from mitool.vision.methods import build_method
+from mitool.vision.step import make_optimizer, training_step
+
+parser = argparse.ArgumentParser()
+for name, kind in (("device", str), ("arch", str), ("image-size", int), ("batch-size", int), ("rounds", int),
+                   ("steps", int), ("knn-images", int), ("workers", int), ("json", str)):
+    parser.add_argument("--" + name, type=kind, required=True)
+args = parser.parse_args()
+device = torch.device(args.device)
+cuda = device.type == "cuda"
+precision = "bf16" if cuda else "fp32"
+real_scores, real_to_device = simclr.in_batch_scores, gpu_augment.to_device
+
+
+def old_in_batch_scores(local_1, local_2, all_1, all_2, offset, temperature):
+    """simclr's scores before issue 30: the product under autocast, a boolean mask."""
+    local, total = local_1.shape[0], all_1.shape[0]
+    anchors = torch.cat([local_1, local_2])
+    scores = anchors @ torch.cat([all_1, all_2]).t() / temperature
+    rows = torch.arange(2 * local, device=anchors.device)
+    image = rows % local + offset
+    itself = image + (rows >= local).long() * total
+    positive = image + (rows < local).long() * total
+    keep = torch.ones_like(scores, dtype=torch.bool)
+    keep[rows, itself] = False
+    keep[rows, positive] = False
+    return scores[rows, positive].float(), scores[keep].view(2 * local, 2 * total - 2).float()
+
+
+def use(before):
+    torch.backends.cudnn.benchmark = not before
+    simclr.in_batch_scores = old_in_batch_scores if before else real_scores
+    gpu_augment.to_device = (lambda tensor, where: tensor.to(where)) if before else real_to_device
+
+
+def synchronise():
+    if cuda:
+        torch.cuda.synchronize()
+
+
+def waits(function):
+    """Host waits for the device during function(), counted by torch's sync debug mode (CUDA)."""
+    if not cuda:
+        function()
+        return None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            function()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    return sum("synchroniz" in str(warning.message) for warning in caught)
+
+
+def interleaved(run, images):
+    """Median images/s of run(before) and run(after) over rounds in the order b a a b ..."""
+    rates = {True: [], False: []}
+    for index in range(args.rounds):
+        for before in ((True, False) if index % 2 == 0 else (False, True)):
+            use(before)
+            synchronise()
+            started = time.perf_counter()
+            run(before)
+            synchronise()
+            rates[before].append(images / (time.perf_counter() - started))
+    use(False)
+    before, after = statistics.median(rates[True]), statistics.median(rates[False])
+    return {"before_images_per_s": before, "after_images_per_s": after, "after_over_before": after / before}
+
+
+results = {}
+views = [torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device) for _ in range(2)]
+views = [view.contiguous(memory_format=torch.channels_last) for view in views]
+for method in ("moco", "simo", "simclr"):
+    options = {"moco": dict(negatives=4096), "simo": dict(negatives=min(16, args.batch_size - 1)),
+               "simclr": {}}[method]
+    config = resolve_defaults(PretrainConfig(method=method, arch=args.arch, device=args.device, **options),
+                              args.image_size)
+    runs = {}
+    for before in (True, False):
+        torch.manual_seed(0)
+        model = build_method(config, 3, device)
+        trained = [p for p in model.parameters() if p.requires_grad]
+        optimizer = (torch.optim.SGD(trained, lr=0.01, momentum=0.9, weight_decay=1e-4) if before
+                     else make_optimizer(trained, 0.01, 0.9, 1e-4, device))
+        runs[before] = [model, optimizer, torch.amp.GradScaler(device.type, enabled=False), 0, None]
+
+    def steps(before, count=args.steps):
+        state = runs[before]
+        model, optimizer, scaler = state[:3]
+        for _ in range(count):
+            result = training_step(model, optimizer, scaler, *views, 0.01, precision, state[3], (), state[4])
+            state[3] += 1
+            state[4] = None if result.grad_norm_checked else result.grad_norm
+
+    for before in (True, False):  # warm-up: cuDNN's autotuning, the queue pointer, the caches
+        use(before)
+        steps(before, 2)
+    figures = interleaved(steps, args.steps * args.batch_size)
+    for before in (True, False):
+        use(before)
+        figures[("before" if before else "after") + "_waits_per_step"] = (
+            None if not cuda else waits(lambda: steps(before, 3)) / 3)
+    use(False)
+    results[f"step_{method}"] = figures
+    del runs
+
+# the device augmentation: blocking parameter copies (before) against pinned non-blocking ones
+info = dataset_info("synthetic")
+augment = gpu_augment.GPUTwoViewAugment.for_dataset(info, args.image_size, seed=0)
+source = torch.randint(0, 256, (args.batch_size, 3, args.image_size + 32, args.image_size + 32),
+                       dtype=torch.uint8, device=device)
+augment(source)
+results["gpu_augment"] = interleaved(lambda before: [augment(source) for _ in range(args.steps)],
+                                     args.steps * args.batch_size)
+results["gpu_augment"]["before_waits_per_batch"] = waits(lambda: (use(True), augment(source), use(False)))
+
+# the linear probe's loop on cached features: loss.item() every step against a read every 50 steps
+features = torch.randn(args.batch_size * 50, 2048, device=device)
+labels = torch.randint(0, 10, (features.shape[0],), device=device)
+classifier = torch.nn.Linear(2048, 10).to(device)
+optimizer = torch.optim.SGD(classifier.parameters(), lr=0.1)
+
+
+def linear_epoch(before):
+    total = torch.zeros((), device=device)
+    for index, batch in enumerate(torch.arange(features.shape[0], device=device).split(args.batch_size), 1):
+        loss = torch.nn.functional.cross_entropy(classifier(features[batch]), labels[batch])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        if before:
+            loss.item()
+        else:
+            total += loss.detach()
+            if index % 50 == 0:
+                float(total)
+
+
+results["linear_probe"] = interleaved(linear_epoch, features.shape[0])
+
+# item 7: the kNN monitor's feature extraction, fp32 (before) against the run's bf16 autocast (after)
+torch.manual_seed(0)
+backbone = build_method(resolve_defaults(PretrainConfig(method="simclr", arch=args.arch), args.image_size), 3,
+                        device).backbone
+knn = {}
+for knn_precision in ("fp32", precision):
+    started = time.perf_counter()
+    result = evaluate_knn(backbone, "synthetic", None, args.image_size, device, batch_size=256, workers=args.workers,
+                          synthetic_options={"size": args.knn_images}, precision=knn_precision)
+    synchronise()
+    knn[knn_precision] = {"seconds": time.perf_counter() - started, "knn_top1": result["knn_top1"]}
+results["knn_monitor"] = knn
+
+with open(args.json, "w") as file:
+    json.dump({"device": torch.cuda.get_device_name(0) if cuda else "cpu", "arguments": vars(args),
+               "results": results}, file, indent=1)
+print(f"{'what':<16}{'before':>12}{'after':>12}{'after/before':>14}  (images/s; waits per step)")
+for name, figures in results.items():
+    if "before_images_per_s" in figures:
+        print(f"{name:<16}{figures['before_images_per_s']:>12.1f}{figures['after_images_per_s']:>12.1f}"
+              f"{figures['after_over_before']:>14.2f}  waits {figures.get('before_waits_per_step')} -> "
+              f"{figures.get('after_waits_per_step')}")
+print("knn monitor:", json.dumps(knn))
+PYTHON
+    part issue30 150 "$PY" "$SCRATCH/issue30.py" --device $DEVICE "${ISSUE30[@]}" --json "$DESTINATION/issue30_${DEVICE}.json"
+    for mode in off default; do
+        rm -rf "$SCRATCH/issue30-$mode"
+        augment=(); [ $mode = off ] && augment=(--gpu-augment off)
+        part issue30 90 "${MITOOL[@]}" vision pretrain --method simclr --device $DEVICE "${ISSUE30_PRETRAIN[@]}" \
+            "${augment[@]}" --out "$SCRATCH/issue30-$mode" --quiet
+        cp "$SCRATCH/issue30-$mode/metrics.jsonl" "$DESTINATION/issue30_pretrain_${mode}.jsonl" 2>/dev/null
+        # the last record's images/s (the first interval includes the workers' start-up)
+        rate=$(tail -n 1 "$SCRATCH/issue30-$mode/metrics.jsonl" 2>/dev/null | "$PY" -c 'import json, sys; print(round(json.load(sys.stdin)["images_per_second"], 1))' 2>/dev/null)
+        SUMMARY+=("issue30 item 5: vision pretrain gpu_augment $mode: ${rate:-?} images/s")
+    done
 fi
 
 if [[ ",$PARTS," == *",recipe,"* ]]; then

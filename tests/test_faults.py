@@ -198,8 +198,8 @@ def test_an_injected_enospc_in_a_checkpoint_write_is_one_line_and_keeps_the_old_
     from mitool.cli.main import main
 
     out = tmp_path / "run"
-    first = CliRunner().invoke(main, ["vision", "pretrain", *VISION, "--epochs", "2", "--max-steps", "2",
-                                      "--out", str(out)])  # fmt: skip
+    first = CliRunner().invoke(main, ["vision", "pretrain", *VISION, "--negatives", "16", "--epochs", "2",
+                                      "--max-steps", "2", "--out", str(out)])  # fmt: skip
     assert first.exit_code == 0, first.output
     before = (out / "checkpoint.pt").read_bytes()
 
@@ -208,7 +208,8 @@ def test_an_injected_enospc_in_a_checkpoint_write_is_one_line_and_keeps_the_old_
 
     monkeypatch.setattr("mitool.files.os.fsync", full)
     result = CliRunner().invoke(
-        main, ["vision", "pretrain", *VISION, "--epochs", "2", "--resume", "--out", str(out)]
+        main,
+        ["vision", "pretrain", *VISION, "--negatives", "16", "--epochs", "2", "--resume", "--out", str(out)],
     )
     assert result.exit_code == 1, result.output
     line = _one_line(result.output)

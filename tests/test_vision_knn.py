@@ -68,3 +68,24 @@ def test_spread_subset_keeps_every_class() -> None:
     assert len(picked) == 10 and picked[0] == 0 and picked[-1] == 99
     assert len({item % 10 for item in picked}) >= 5
     assert spread_subset(data, None) is data and spread_subset(data, 1000) is data
+
+
+@pytest.mark.parametrize("k", [5, 30])
+def test_the_k_nearest_of_memory_shares_merge_into_the_k_nearest_of_the_whole(k: int) -> None:
+    """What the sharded kNN monitor does: the k nearest of each share (padded with -inf where a
+    share holds fewer than k), side by side, then the k best: the scores of the whole memory."""
+    import torch.nn.functional as F
+
+    from mitool.vision.knn import knn_neighbours, knn_votes, merge_neighbours
+
+    torch.manual_seed(0)
+    queries, memory = torch.randn(9, 6), torch.randn(40, 6)
+    labels = torch.randint(0, 4, (40,))
+    parts = []
+    for share in (slice(0, 17), slice(17, 40)):
+        similarity, share_labels = knn_neighbours(queries, memory[share], labels[share], k)
+        pad = k - similarity.shape[1]
+        parts.append((F.pad(similarity, (0, pad), value=float("-inf")), F.pad(share_labels, (0, pad))))
+    merged = merge_neighbours(torch.cat([p[0] for p in parts], 1), torch.cat([p[1] for p in parts], 1), k)
+    expected = knn_class_scores(queries, memory, labels, 4, k=k, temperature=0.1)
+    assert torch.allclose(knn_votes(*merged, 4, 0.1), expected, rtol=1e-6)

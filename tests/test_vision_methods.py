@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from mitool import bounds
 from mitool.vision.backbones import SplitBatchNorm2d, build_backbone
@@ -46,7 +47,7 @@ def _two_views(generator: torch.Generator, batch: int) -> tuple[torch.Tensor, to
 
 
 def _small_method(method: str, loss: str, **options) -> nn.Module:
-    negatives = {"moco": 256, "simo": 8, "simclr": None}[method]
+    negatives = options.pop("negatives", {"moco": 256, "simo": 8, "simclr": None}[method])
     alpha = 64.0 if loss == "eqco" else None
     config = PretrainConfig(
         method=method, loss=loss, arch="small-cnn", negatives=negatives, alpha=alpha, key_momentum=0.9,
@@ -121,14 +122,6 @@ def test_moco_queue_is_first_in_first_out_and_wraps() -> None:
     model.enqueue(first[:2])
     assert torch.equal(model.queue[5], first[0]) and torch.equal(model.queue[0], first[1])
     assert int(model.queue_pointer) == 1
-
-
-def test_moco_symmetric_uses_both_directions() -> None:
-    torch.manual_seed(0)
-    model = _small_method("moco", "infonce", bn_mode="sync", symmetric=True)
-    result = model(*_two_views(torch.Generator().manual_seed(3), 8))
-    assert int(model.queue_pointer) == 16  # keys of both views enqueued
-    assert math.isfinite(result.loss.item())
 
 
 def test_simo_negatives_never_include_the_own_key_and_are_uniform() -> None:
@@ -257,8 +250,102 @@ def test_the_registry_holds_each_method_with_its_rules(monkeypatch) -> None:
     with pytest.raises(ValueError, match="batch_size must be a multiple of moco's 3 split-BN groups"):
         method_class("moco").check_sizes(resolve_defaults(PretrainConfig(batch_size=16, bn_splits=3), 32), 1)
     method_class("moco").check_sizes(
-        resolve_defaults(PretrainConfig(batch_size=16, bn_splits=3, bn_mode="sync"), 32), 1
+        resolve_defaults(PretrainConfig(batch_size=16, bn_splits=3, bn_mode="sync"), 32), 2
     )
+
+
+def test_moco_refuses_plain_batch_norm_with_unshuffled_keys_on_one_process() -> None:
+    """On one process bn_mode sync is plain BatchNorm over unshuffled keys, and one split-BN group
+    is plain BatchNorm however the keys are shuffled: MoCo's BN leak. Refused there; under DDP sync
+    is SyncBN (solo-learn's choice) and allowed."""
+    moco = method_class("moco")
+    with pytest.raises(ValueError, match="bn_mode sync gives moco on one process plain BatchNorm"):
+        moco.check_sizes(resolve_defaults(PretrainConfig(batch_size=16, bn_mode="sync"), 32), 1)
+    with pytest.raises(ValueError, match="bn_splits 1 gives moco on one process plain BatchNorm"):
+        moco.check_sizes(resolve_defaults(PretrainConfig(batch_size=16, bn_splits=1), 32), 1)
+    moco.check_sizes(resolve_defaults(PretrainConfig(batch_size=16, bn_splits=2), 32), 1)
+    for world in (2, 4):
+        moco.check_sizes(resolve_defaults(PretrainConfig(batch_size=16, bn_mode="sync"), 32), world)
+        moco.check_sizes(resolve_defaults(PretrainConfig(batch_size=16, bn_splits=1), 32), world)
+
+
+def test_moco_queue_defaults_fit_the_dataset_and_a_queue_as_large_as_it_is_refused() -> None:
+    """4096 keys (the MoCo CIFAR demo's) on CIFAR-10, STL-10 and Fashion-MNIST, ImageNet's 65536
+    on image folders; K >= the training images is refused (every query would meet an older key of
+    its own image), one less is allowed."""
+    queues = {
+        dataset: resolve_defaults(PretrainConfig(dataset=dataset), 32).negatives
+        for dataset in ("cifar10", "stl10", "fashion-mnist", "imagefolder", "synthetic")
+    }
+    assert queues == {"cifar10": 4096, "stl10": 4096, "fashion-mnist": 4096, "imagefolder": 65536,
+                      "synthetic": 256}  # fmt: skip
+    assert resolve_defaults(PretrainConfig(dataset="cifar10", negatives=1024), 32).negatives == 1024
+    moco = method_class("moco")
+    for dataset, images in (("cifar10", 50_000), ("stl10", 105_000), ("fashion-mnist", 60_000)):
+        moco.check_training_set(resolve_defaults(PretrainConfig(dataset=dataset), 32), images)
+    with pytest.raises(ValueError, match="negatives .* must be less than the 50000 training images"):
+        large = resolve_defaults(PretrainConfig(dataset="cifar10", negatives=65536), 32)
+        moco.check_training_set(large, 50_000)
+    with pytest.raises(ValueError, match="must be less than the 4096 training images"):
+        moco.check_training_set(resolve_defaults(PretrainConfig(dataset="cifar10"), 32), 4096)
+    moco.check_training_set(resolve_defaults(PretrainConfig(dataset="cifar10"), 32), 4097)
+    method_class("simo").check_training_set(resolve_defaults(PretrainConfig(method="simo"), 32), 10)
+
+
+def test_symmetric_moco_sums_the_two_directions() -> None:
+    """loss = loss_12 + loss_21 (the MoCo CIFAR demo's), each InfoNCE over B queries against the
+    queue before the step; mi is the mean of the two directions' estimates."""
+    torch.manual_seed(0)
+    model = _small_method("moco", "infonce", bn_mode="sync", symmetric=True)
+    view_1, view_2 = _two_views(torch.Generator().manual_seed(3), 8)
+    queue_before = model.queue.clone()
+    result = model(view_1, view_2)
+    assert int(model.queue_pointer) == 16  # keys of both views enqueued
+
+    def direction(query_view, key_view):
+        queries = F.normalize(model.head(model.backbone(query_view)), dim=1)
+        keys = F.normalize(model.key_head(model.key_backbone(key_view)), dim=1)
+        pos, neg = (queries * keys).sum(1) / 0.2, queries @ queue_before.t() / 0.2
+        return bounds.infonce(pos, neg)
+
+    one, two = direction(view_1, view_2), direction(view_2, view_1)
+    assert result.loss.item() == pytest.approx(one.loss.item() + two.loss.item(), abs=1e-4)
+    assert result.mi.item() == pytest.approx((one.mi.item() + two.mi.item()) / 2, abs=1e-4)
+    assert result.mi.item() == pytest.approx(math.log(257) - result.loss.item() / 2, abs=1e-4)
+
+
+class _ProductDtypes(TorchDispatchMode):
+    """Records (output shape, output dtype) of every matrix product."""
+
+    PRODUCTS = (torch.ops.aten.mm.default, torch.ops.aten.bmm.default, torch.ops.aten.addmm.default)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.products: list[tuple[tuple[int, ...], torch.dtype]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        output = func(*args, **(kwargs or {}))
+        if func in self.PRODUCTS:
+            self.products.append((tuple(output.shape), output.dtype))
+        return output
+
+
+@pytest.mark.parametrize("method", ["moco", "simo", "simclr"])
+def test_scores_are_float32_under_bf16_autocast(method: str) -> None:
+    """Under bf16 autocast the encoders run in bf16 but the products that form the scores are
+    float32: moco's (B, K) against the queue, simo's (B, K, 1) per-query batched product,
+    simclr's (2B, 2N)."""
+    torch.manual_seed(0)
+    model = _small_method(method, "infonce", **({"negatives": 96} if method == "moco" else {}))
+    view_1, view_2 = _two_views(torch.Generator().manual_seed(5), 12)
+    recorder = _ProductDtypes()
+    with recorder, torch.autocast("cpu", dtype=torch.bfloat16):
+        result = model(view_1, view_2)
+    scores = {"moco": (12, 96), "simo": (12, 8, 1), "simclr": (24, 24)}[method]
+    dtypes = {dtype for shape, dtype in recorder.products if shape == scores}
+    assert dtypes == {torch.float32}, recorder.products
+    assert torch.bfloat16 in {dtype for _, dtype in recorder.products}  # the encoders' products
+    assert result.loss.dtype == torch.float32
 
 
 @pytest.mark.parametrize("offset", [0, 3])

@@ -22,8 +22,9 @@ from mitool.vision.train import pretrain
 
 
 def _config(out, method: str = "moco", **options) -> PretrainConfig:
-    """16 synthetic 16-pixel images per... a 64-image set, batch 16: 4 steps per epoch."""
-    negatives = {"moco": 64, "simo": 8, "simclr": None}[method]
+    """A set of 64 synthetic 16-pixel images, batch 16: 4 steps per epoch (moco's queue of 32 is
+    less than the 64 images, as it must be)."""
+    negatives = {"moco": 32, "simo": 8, "simclr": None}[method]
     settings = dict(
         method=method, arch="small-cnn", dataset="synthetic", synthetic_size=64, image_size=16, epochs=3,
         batch_size=16, negatives=negatives, bn_splits=2, workers=0, out=str(out), log_every=1,
@@ -77,7 +78,16 @@ def test_device_augmentation_trains_and_resumes_exactly(tmp_path) -> None:
     plain = _state(tmp_path / "cpu")
     assert any(not torch.equal(plain[name], once[name]) for name in once if once[name].is_floating_point())
     with pytest.raises(ValueError, match="option gpu_augment differs"):
-        pretrain(_config(tmp_path / "twice", "simclr", max_steps=8, knn_every=0), resume=True, progress=False)
+        pretrain(
+            _config(tmp_path / "twice", "simclr", max_steps=8, knn_every=0, gpu_augment="off"),
+            resume=True, progress=False,
+        )  # fmt: skip
+    # left unset, a resumed run keeps where its views were made (the default depends on the device)
+    resumed = pretrain(_config(tmp_path / "twice", "simclr", max_steps=8, knn_every=0), resume=True,
+                       progress=False)  # fmt: skip
+    assert resumed["step"] == 8
+    saved = checkpoints.load(str(tmp_path / "twice" / "checkpoint.pt"), kind="pretrain")
+    assert saved["config"]["gpu_augment"] == "decode"
 
 
 def test_resume_from_a_truncated_checkpoint_uses_the_previous_and_says_so(tmp_path, capsys) -> None:
@@ -162,7 +172,7 @@ def test_metrics_hold_every_field_and_the_bound_identity(tmp_path) -> None:
     steps = [record for record in records if "loss" in record]
     assert len(steps) == 4 and summary["step"] == 4 and summary["stopped_by"] == "max_steps"
     for record in steps:
-        assert record["mi"] + record["loss"] == pytest.approx(math.log(65), abs=1e-4)
+        assert record["mi"] + record["loss"] == pytest.approx(math.log(33), abs=1e-4)
         assert 0 < record["npc"] < 1 and record["grad_norm"] > 0 and record["images_per_second"] > 0
         assert 0 <= record["data_wait_fraction"] <= 1
     assert [record["lr"] for record in steps] == pytest.approx(
@@ -184,7 +194,7 @@ def test_a_run_stopped_early_writes_its_last_record_and_the_counters_agree(tmp_p
     assert summary["metrics"] == records[-1] and records[-1]["skipped_images"] == 0
     assert "knn" not in summary and "off" in summary["knn_note"]
     with open(out / "config.json") as file:
-        assert json.load(file)["negatives"] == 64
+        assert json.load(file)["negatives"] == 32
     # resumed to the end of its 3 epochs: one more record, at the last step, epoch 3 (the kNN
     # monitor of the last epoch is the summary's knn, with the same counters)
     summary = pretrain(_config(out, log_every=10, knn_every=3), resume=True, progress=False)
@@ -226,3 +236,84 @@ def test_resume_drops_a_metrics_line_cut_short_by_a_crash(tmp_path) -> None:
     path.write_text('{"step": 10, "loss": 1.5}\n{"step": 20, "loss": 1.2}\n{"step": 30, "lo')
     keep_records_up_to(str(path), 20)
     assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [10, 20]
+
+
+def test_a_non_finite_gradient_norm_stops_the_run_at_the_next_read_with_the_last_good_checkpoint(
+    tmp_path, monkeypatch
+) -> None:
+    """The norm of step 3 is infinite: the fused SGD skips step 3 on the device, step 4's read of
+    the scalars finds it and stops the run naming step 3; a run whose last step is the bad one
+    stops before writing its checkpoint. Either way the checkpoint on disk is step 2's."""
+    from mitool.vision import step as step_module
+
+    real_norm, calls = step_module._total_norm, {"count": 0}
+
+    def norm(gradients):
+        calls["count"] += 1
+        return real_norm(gradients) * (float("inf") if calls["count"] == 3 else 1.0)
+
+    monkeypatch.setattr(step_module, "_total_norm", norm)
+    for name, steps in (("next", 6), ("last", 3)):
+        calls["count"] = 0
+        out = tmp_path / name
+        with pytest.raises(
+            TrainingDiverged, match=r"gradient norm is inf at step 3 .*last good checkpoint: .*\(step 2\)"
+        ):
+            pretrain(_config(out, "simclr", max_steps=steps, checkpoint_every=2, knn_every=0), progress=False)
+        assert checkpoints.load(str(out / "checkpoint.pt"), kind="pretrain")["step"] == 2
+
+
+def test_moco_refuses_a_queue_as_large_as_the_training_set_before_any_step(tmp_path) -> None:
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match="negatives .* must be less than the 64 training images.*got 64"):
+        pretrain(_config(out, "moco", negatives=64, max_steps=1), progress=False)
+    assert not (out / "checkpoint.pt").exists()
+
+
+def test_augmentation_is_made_on_the_gpu_by_default_on_cuda() -> None:
+    """gpu_augment left unset: decode on cuda (a device string: the resolution needs no GPU), off
+    on the CPU; a value given is kept."""
+    from mitool.vision.config import default_gpu_augment, resolve_defaults
+
+    def resolved(**options) -> str:
+        return resolve_defaults(
+            PretrainConfig(arch="small-cnn", dataset="synthetic", **options), 16
+        ).gpu_augment
+
+    assert (default_gpu_augment("cuda"), default_gpu_augment("cpu")) == ("decode", "off")
+    assert resolved(device="cuda") == "decode" and resolved(device="cpu") == "off"
+    assert resolved(device="cuda", gpu_augment="off") == "off"
+    assert resolved(device="cpu", gpu_augment="decode") == "decode"
+
+
+def test_stl10_pretrains_on_train_and_unlabeled(tmp_path, monkeypatch) -> None:
+    """A pretraining run on STL-10 opens torchvision's train+unlabeled split (105 000 images);
+    the evaluations keep the labelled train and test splits; other datasets pretrain on train."""
+    import torchvision
+
+    from mitool.vision.datasets import load_dataset, pretraining_split
+
+    opened = []
+
+    class FakeSTL10(torch.utils.data.Dataset):
+        def __init__(self, root, split, transform=None, download=False):
+            opened.append(split)
+
+        def __len__(self) -> int:
+            return 105_000 if "unlabeled" in opened[-1] else 5000
+
+    monkeypatch.setattr(torchvision.datasets, "STL10", FakeSTL10)
+    assert [pretraining_split(name) for name in ("stl10", "cifar10", "imagefolder")] == [
+        "train+unlabeled", "train", "train"
+    ]  # fmt: skip
+    assert len(load_dataset("stl10", pretraining_split("stl10"), tmp_path)) == 105_000
+    assert len(load_dataset("stl10", "train", tmp_path)) == 5000
+    with pytest.raises(ValueError, match="split must be one of train, test"):
+        load_dataset("cifar10", "unlabeled", tmp_path)
+    from mitool.vision.config import resolve_defaults
+    from mitool.vision.datasets import dataset_info
+    from mitool.vision.train import _training_data
+
+    config = resolve_defaults(PretrainConfig(dataset="stl10", data_dir=str(tmp_path), workers=0), 96)
+    loader, _ = _training_data(config, dataset_info("stl10"), 0, 1)
+    assert opened[-1] == "train+unlabeled" and len(loader.dataset) == 105_000

@@ -18,6 +18,15 @@ channel and grayscale conversion is the identity, so the jitter keeps only brigh
 contrast and the grayscale step is left out; the views keep 1 channel (a model wanting 3 repeats
 it). The same :class:`AugmentSettings` drive the batched device version in
 :mod:`mitool.vision.gpu_augment`.
+
+Every method (MoCo, SiMo, SimCLR/DCL) and every image size uses this augmentation: our choice,
+so that the methods differ only in their loss and encoders. SimCLR's own is stronger in colour
+(jitter strength 1.0: 0.8/0.8/0.8/0.2) and leaves the blur out on CIFAR-10; here the blur stays at
+32 px and below (a 3-pixel kernel, sigma 0.1-2: a strong blur of a small image), as in the
+MoCo-style CIFAR recipes that keep MoCo v2's augmentation whole.
+
+The linear probe's training images (:func:`linear_train_transform`) are MoCo's main_lincls ones:
+random resized crop, flip, to tensor, normalise.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ __all__ = [
     "TwoViews",
     "blur_kernel_size",
     "eval_transform",
+    "linear_train_transform",
     "moco_v2_settings",
     "two_view_transform",
 ]
@@ -155,3 +165,21 @@ def eval_transform(info: DatasetInfo, image_size: int) -> v2.Compose:
         steps += [v2.Resize(image_size, antialias=True), v2.CenterCrop(image_size)]
     steps += [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(info.mean, info.std)]
     return v2.Compose(steps)
+
+
+def linear_train_transform(info: DatasetInfo, image_size: int) -> v2.Compose:
+    """The linear probe's training transform, MoCo's main_lincls: RandomResizedCrop(image_size)
+    (torchvision's default scale 0.08-1 and ratio 3/4-4/3), horizontal flip with probability 0.5,
+    ToTensor, Normalize with the dataset's mean and std; output (info.channels, size, size). No
+    resize or centre crop after the crop (those belong to the evaluation transform)."""
+    if image_size < 8:
+        raise ValueError(f"image_size must be >= 8, got {image_size}")
+    return v2.Compose(
+        [
+            v2.RandomResizedCrop(image_size, antialias=True),
+            v2.RandomHorizontalFlip(),
+            v2.ToImage(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(info.mean, info.std),
+        ]
+    )

@@ -213,7 +213,10 @@ def restore_run(run: Run, saved: dict[str, Any]) -> None:
     """Put the saved model, optimizer, scaler, position and augmentation state into ``run``; the
     RNG states wait in ``run.pending_rng`` until the loader has replayed the epoch's batches."""
     run.model.load_state_dict(saved["model"])
+    fused = [group.get("fused") for group in run.optimizer.param_groups]
     run.optimizer.load_state_dict(saved["optimizer"])
+    for group, flag in zip(run.optimizer.param_groups, fused, strict=True):
+        group["fused"] = flag  # this run's kernels (a checkpoint of an unfused SGD loads its state too)
     run.scaler.load_state_dict(saved["scaler"])
     run.epoch, run.step = saved["epoch"], saved["step"]
     run.batches_done = saved["data_order"]["batches_done"]

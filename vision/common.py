@@ -7,6 +7,16 @@ cosine similarities divided by a temperature tau: queries and keys are L2-normal
 so q . k = cos(q, k) and the scores lie in [-1/tau, 1/tau]. The loss is a bound of the InfoNCE
 family of :data:`mitool.bounds.BOUNDS`, named by ``loss`` with its options (eqco's alpha, dclw's
 sigma) read from that table.
+
+Precision: under bf16 (or fp16) autocast the encoders run in the low precision, but the scores
+are formed from the embeddings cast to float32 with autocast switched off
+(:meth:`ContrastiveMethod.embedding_bound`, :func:`mitool.vision.simclr.in_batch_scores`): a bf16
+product would round logits near 1/tau = 5 to 10 to steps of 1/32 to 1/16. At d = 128 the float32
+products cost little beside the encoders.
+
+DCLW under DDP: the positive weight 2 - n softmax(cos / sigma) is normalised over the global batch
+of anchors, not over each rank's (:meth:`ContrastiveMethod.with_global_weight`), so that W ranks
+compute the loss of one process holding the global batch.
 """
 
 from __future__ import annotations
@@ -21,6 +31,8 @@ from torch import Tensor, nn
 
 from mitool import bounds, checks
 from mitool.bounds import BoundResult
+from mitool.fused import contrastive_bound
+from mitool.vision import distributed
 
 if TYPE_CHECKING:
     from mitool.vision.config import PretrainConfig
@@ -60,6 +72,10 @@ class ContrastiveMethod(nn.Module):
         """ParameterError when the batch, K or the BN groups do not fit together (``world`` processes)."""
 
     @classmethod
+    def check_training_set(cls, config: PretrainConfig, images: int) -> None:
+        """ParameterError when the settings do not suit a training set of ``images`` images."""
+
+    @classmethod
     def usable_rows(cls, rows: int, config: PretrainConfig, world: int) -> int:
         """How many of ``rows`` images of a batch (fewer than the batch after unreadable images
         were left out) the method can train on; 0 to skip the batch."""
@@ -83,6 +99,43 @@ class ContrastiveMethod(nn.Module):
         bound = bounds.BOUNDS[self.loss]
         temperature = {option.name: self.temperature for option in bound.options if option.score_temperature}
         return bounds.get(self.loss, **self.loss_options, **temperature)
+
+    def embedding_bound(self, queries: Tensor, positive_keys: Tensor, negative_keys: Tensor) -> BoundResult:
+        """The bound on the scores of embeddings (:func:`mitool.fused.contrastive_bound`: queries
+        (B, d), their positive keys (B, d), negatives (K, d) shared or (B, K, d) per query), the
+        scores formed in float32 with autocast off, and dclw's weight normalised over the global
+        batch under DDP (:meth:`with_global_weight`)."""
+        with torch.autocast(queries.device.type, enabled=False):
+            queries, positive_keys = queries.float(), positive_keys.float()
+            negative_keys = negative_keys.float()
+            result = contrastive_bound(
+                queries, positive_keys, negative_keys, self.temperature, self.loss, **self.loss_options
+            )
+            if self.loss == "dclw" and distributed.is_distributed():
+                pos = (queries * positive_keys).sum(dim=1) / self.temperature
+                result = self.with_global_weight(result, pos)
+        return result
+
+    def with_global_weight(self, result: BoundResult, pos: Tensor) -> BoundResult:
+        """``result`` of the dclw bound on this rank's n anchors (scores ``pos`` (n,), with their
+        gradient), with the positive weight normalised over the global batch of W n anchors:
+
+            v_i = 2 - W n exp(pos_i tau / sigma - LSE),   LSE = log sum over all ranks' anchors
+                                                             of exp(pos_j tau / sigma), detached
+
+        (one all-gather of the W local log-sum-exps), in place of the bound's v_i = 2 - n
+        softmax over this rank's anchors. The loss is linear in the (detached) weight, so the change
+        is the term mean_i (v_i^local - v_i^global) pos_i. Other bounds, and one process: unchanged."""
+        if self.loss != "dclw" or not distributed.is_distributed():
+            return result
+        logits = pos.detach().float() * (self.temperature / self.loss_options["sigma"])
+        local_lse = torch.logsumexp(logits, dim=0)
+        global_lse = distributed.logsumexp_over_ranks(local_lse)
+        rows = pos.shape[0]
+        local_weight = 2.0 - rows * torch.exp(logits - local_lse)
+        global_weight = 2.0 - rows * distributed.world_size() * torch.exp(logits - global_lse)
+        correction = ((local_weight - global_weight) * pos.float()).mean()
+        return BoundResult(loss=result.loss + correction, mi=result.mi, npc=result.npc)
 
 
 class MomentumMethod(ContrastiveMethod):

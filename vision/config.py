@@ -41,6 +41,7 @@ __all__ = [
     "RESUMABLE_CHANGES",
     "LinearConfig",
     "PretrainConfig",
+    "default_gpu_augment",
     "method_class",
     "resolve_defaults",
 ]
@@ -61,7 +62,10 @@ BN_MODES: tuple[str, ...] = ("shuffle", "sync")
 GPU_AUGMENT_MODES: tuple[str, ...] = ("off", *DEVICE_AUGMENT_MODES)
 """Where the two views are made: "off" in the loader workers (torchvision on the CPU); "decode"
 workers decode, the views are made on the run's device (:mod:`mitool.vision.gpu_augment`); "jpeg" workers
-read the JPEG bytes, decoded and augmented on the device (imagefolder only)."""
+read the JPEG bytes, decoded and augmented on the device (imagefolder only). Unset: "decode" on
+CUDA (on one H200 with 8-15 workers the CPU pipeline made 100-150 two-view images/s at 224 px,
+the device path about 1000-1500, and a ResNet-50 step about 3000: docs/data.md), "off" on the
+CPU (:func:`default_gpu_augment`)."""
 
 DEFAULTS: dict[str, Any] = dict(epochs=200, batch_size=256, weight_decay=1e-4, sgd_momentum=0.9)
 """What a setting left None becomes when neither its method nor the dataset says otherwise."""
@@ -87,6 +91,7 @@ class PretrainConfig:
     """Everything that defines a pretraining run. ``None`` means: the default of the method for
     the dataset (see the module's docstring), or for image_size the dataset's own size, for
     small_stem "yes for images of 96 pixels or less", for precision "bf16 on CUDA, fp32 on CPU",
+    for gpu_augment "decode on CUDA, off on CPU" (a resumed run: its own),
     for workers a number sized to the free cores (chosen when the run starts), for negatives
     and key_momentum of a method that has none: not used, for schedule_steps "epochs x batches
     per epoch".
@@ -133,8 +138,11 @@ class PretrainConfig:
     sgd_momentum: float | None = setting(None, "SGD momentum.")
     key_momentum: float | None = setting(None, "Momentum encoder m (moco, simo).")
     symmetric: bool = setting(False, "moco: symmetric loss (both views as queries).")
-    bn_mode: str = setting("shuffle", f"moco's BatchNorm across processes, one of {', '.join(BN_MODES)}.")
-    bn_splits: int = setting(8, "moco split-BN groups on one process.")
+    bn_mode: str = setting(
+        "shuffle", "moco's BatchNorm: shuffle (shuffle-BN across processes, split-BN on one) or sync "
+        "(SyncBN across processes; refused on one process, where it is plain BN: the BN leak).",
+    )  # fmt: skip
+    bn_splits: int = setting(8, "moco split-BN groups on one process (at least 2).")
     small_stem: bool | None = setting(
         None, "3x3 stride-1 ResNet stem [small for <= 96 px].", flag="--small-stem/--stock-stem"
     )
@@ -151,9 +159,11 @@ class PretrainConfig:
     seed: int = setting(0, "Seed of the weights, the data order and the augmentations.")
     download: bool = setting(False, "Let torchvision download cifar10/stl10 into --data.")
     synthetic_size: int | None = setting(None, "Images in the synthetic dataset [2048].")
-    gpu_augment: str = setting(
-        "off", "Make the two views on --device: workers only decode (decode) or read JPEG bytes (jpeg)."
-    )
+    gpu_augment: str | None = setting(
+        None, "Where the two views are made: off (torchvision in the loader workers), decode (workers "
+        "decode, views made on --device) or jpeg (workers read JPEG bytes) [decode on cuda, off on cpu; a "
+        "resumed run keeps its own].",
+    )  # fmt: skip
 
     def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
@@ -165,6 +175,12 @@ class PretrainConfig:
     def synthetic_options(self) -> dict[str, int]:
         """The options of the synthetic dataset that the run sets (its size), else {}."""
         return {"size": self.synthetic_size} if self.dataset == "synthetic" and self.synthetic_size else {}
+
+
+def default_gpu_augment(device: str) -> str:
+    """Where the views are made when ``gpu_augment`` is unset: on the GPU ("decode") for a CUDA
+    device, in the loader workers ("off") otherwise."""
+    return "decode" if device == "cuda" else "off"
 
 
 def resolve_defaults(config: PretrainConfig, native_image_size: int | None = None) -> PretrainConfig:
@@ -181,6 +197,7 @@ def resolve_defaults(config: PretrainConfig, native_image_size: int | None = Non
     resolved = dataclasses.replace(
         config,
         precision=config.precision or ("bf16" if config.device == "cuda" else "fp32"),
+        gpu_augment=config.gpu_augment or default_gpu_augment(config.device),
         image_size=image_size,
         small_stem=config.small_stem if config.small_stem is not None else (image_size or 224) <= 96,
         **values,

@@ -36,7 +36,9 @@ __all__ = [
     "FASHION_MNIST_DIR",
     "IMAGE_EXTENSIONS",
     "IMAGE_FOLDER_SPLITS",
+    "PRETRAINING_SPLITS",
     "SPLITS",
+    "STL10_UNLABELED_SPLITS",
     "DatasetInfo",
     "EncodedImage",
     "FashionMNIST",
@@ -45,9 +47,17 @@ __all__ = [
     "UnreadableImage",
     "dataset_info",
     "load_dataset",
+    "pretraining_split",
 ]
 
 SPLITS: tuple[str, ...] = ("train", "test")
+STL10_UNLABELED_SPLITS: tuple[str, ...] = ("unlabeled", "train+unlabeled")
+"""STL-10's splits without labels (torchvision's names; the label of an unlabeled image is -1),
+for pretraining only."""
+PRETRAINING_SPLITS: dict[str, str] = {"stl10": "train+unlabeled"}
+"""The split a pretraining run trains on, where it is not ``train``: STL-10's 5 000 labelled and
+100 000 unlabeled images (the unlabeled split is what STL-10 is for); the kNN monitor and the
+linear probe still use the labelled ``train`` split as their memory and training set."""
 IMAGE_FOLDER_SPLITS: dict[str, str] = {"train": "train", "test": "val"}
 """The folder of each split in an ImageNet-layout directory."""
 IMAGE_EXTENSIONS: tuple[str, ...] = (".jpg", ".jpeg", ".png")
@@ -391,6 +401,11 @@ def _torchvision_dataset(name: str, split: str, root: str, transform: Callable |
 # the entry point
 
 
+def pretraining_split(dataset: str) -> str:
+    """The split a pretraining run on ``dataset`` trains on (:data:`PRETRAINING_SPLITS`, else train)."""
+    return PRETRAINING_SPLITS.get(dataset, "train")
+
+
 def load_dataset(
     dataset: str,
     split: str,
@@ -401,7 +416,8 @@ def load_dataset(
     encoded: bool = False,
     **synthetic_options: int,
 ) -> Dataset:
-    """Open ``dataset`` (one of :data:`DATASETS`), ``split`` "train" or "test".
+    """Open ``dataset`` (one of :data:`DATASETS`), ``split`` "train" or "test" (for stl10 also
+    "unlabeled" and "train+unlabeled", whose unlabeled images have the label -1).
 
     imagefolder: ``data_dir``/train for "train", ``data_dir``/val for "test" (ImageNet layout).
         ``encoded=True`` hands JPEG bytes over undecoded (see :class:`ImageFolderDataset`).
@@ -417,7 +433,7 @@ def load_dataset(
     (``dataset``, ``split``, ``data_dir``, ...), the value and what is expected.
     """
     name = checks.choice("dataset", dataset, DATASETS)
-    checks.choice("split", split, SPLITS)
+    checks.choice("split", split, SPLITS + STL10_UNLABELED_SPLITS if name == "stl10" else SPLITS)
     if encoded and name != "imagefolder":
         raise ParameterError("encoded", f"is for dataset imagefolder only, not {name!r}")
     if name == "synthetic":

@@ -30,12 +30,21 @@ from torch.nn.parallel import DistributedDataParallel
 __all__ = [
     "CrossRankBatchNorm",
     "all_reduce_sum_with_grad",
+    "broadcast_buffers",
+    "gather_parts",
+    "gather_rows",
     "gather_with_grad",
     "gather_without_grad",
+    "host_group",
     "is_distributed",
+    "logsumexp_over_ranks",
+    "max_over_ranks",
+    "min_over_ranks",
     "rank",
     "setup",
+    "sum_over_ranks",
     "synchronise_batch_norm",
+    "use_fast_kernels",
     "wrap_for_data_parallel",
     "world_size",
 ]
@@ -73,7 +82,96 @@ def setup(device_name: str) -> tuple[torch.device, int, int]:
     if launched and not dist.is_initialized():
         backend = "nccl" if device_name == "cuda" else "gloo"
         dist.init_process_group(backend, timeout=datetime.timedelta(minutes=30))
+    use_fast_kernels(device)
+    host_group()  # made now, by every rank at the same point
     return device, rank(), world_size()
+
+
+def use_fast_kernels(device: torch.device) -> None:
+    """On CUDA, let cuDNN pick the fastest convolution algorithms for the shapes it meets
+    (``torch.backends.cudnn.benchmark``: the shapes of a run repeat every step); nothing elsewhere."""
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+
+
+_HOST_GROUP: dict[str, object] = {}
+
+
+def host_group():
+    """The process group for values the host holds (CPU tensors): the default group when its
+    backend is gloo, else a gloo group over all ranks, made once (every rank must make it at the
+    same point: :func:`setup` does). None (the default group) on one process."""
+    if not is_distributed() or dist.get_backend() == "gloo":
+        return None
+    if _HOST_GROUP.get("world") is not dist.group.WORLD:  # none yet, or one of an earlier process group
+        _HOST_GROUP.update(world=dist.group.WORLD, group=dist.new_group(backend="gloo"))
+    return _HOST_GROUP["group"]
+
+
+def _reduce_on_hosts(value: int, op) -> int:
+    """``value`` reduced over the ranks with ``op``, exchanged between the hosts (a CPU tensor
+    over :func:`host_group`: nothing waits for the device); ``value`` itself on one process."""
+    if not is_distributed():
+        return value
+    shared = torch.tensor([value], dtype=torch.int64)
+    dist.all_reduce(shared, op=op, group=host_group())
+    return int(shared)
+
+
+def min_over_ranks(value: int) -> int:
+    """The least of ``value`` over the ranks (on the hosts, see :func:`_reduce_on_hosts`)."""
+    return _reduce_on_hosts(value, dist.ReduceOp.MIN)
+
+
+def max_over_ranks(value: int) -> int:
+    """The largest of ``value`` over the ranks (on the hosts)."""
+    return _reduce_on_hosts(value, dist.ReduceOp.MAX)
+
+
+def sum_over_ranks(value: int) -> int:
+    """The sum of ``value`` over the ranks (on the hosts)."""
+    return _reduce_on_hosts(value, dist.ReduceOp.SUM)
+
+
+def gather_parts(tensor: Tensor) -> list[Tensor]:
+    """``tensor`` of every rank (the same shape on all), in rank order, without gradient."""
+    if not is_distributed():
+        return [tensor.detach()]
+    parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, tensor.detach().contiguous())
+    return parts
+
+
+def broadcast_buffers(module: nn.Module) -> None:
+    """Give every rank rank 0's buffers of ``module`` (e.g. BatchNorm running statistics, which a
+    local BatchNorm keeps per rank); nothing on one process."""
+    if not is_distributed():
+        return
+    for buffer in module.buffers():
+        dist.broadcast(buffer.data, src=0)
+
+
+def gather_rows(tensor: Tensor) -> Tensor:
+    """Concatenate ``tensor`` (n_r, ...) from all ranks along dim 0, in rank order, where the row
+    counts n_r may differ between ranks; no gradient; ``tensor`` itself on one process."""
+    if not is_distributed():
+        return tensor.detach()
+    world = dist.get_world_size()
+    count = torch.tensor([tensor.shape[0]], dtype=torch.int64, device=tensor.device)
+    counts = [torch.empty_like(count) for _ in range(world)]
+    dist.all_gather(counts, count)
+    sizes = [int(size) for size in torch.cat(counts).tolist()]
+    padded = tensor.detach().new_zeros((max(sizes), *tensor.shape[1:]))
+    padded[: tensor.shape[0]] = tensor.detach()
+    parts = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(parts, padded.contiguous())
+    return torch.cat([part[:size] for part, size in zip(parts, sizes, strict=True)])
+
+
+def logsumexp_over_ranks(value: Tensor) -> Tensor:
+    """log sum over ranks of exp(``value``) for a scalar ``value`` (one all-gather), no gradient;
+    ``value`` itself on one process."""
+    return torch.logsumexp(torch.stack(gather_parts(value)), dim=0)
 
 
 def gather_without_grad(tensor: Tensor) -> Tensor:

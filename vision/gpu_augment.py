@@ -25,7 +25,10 @@ the whole batch at once, every sample with its own random parameters:
 
 The flip is done right after the crop: it commutes with the colour steps and with the symmetric
 blur, so the result has the same distribution as torchvision's order (flip last). Parameters are
-drawn on the CPU from a seeded ``torch.Generator``, so a seed gives the same views on any device.
+drawn on the CPU from a seeded ``torch.Generator``, so a seed gives the same views on any device;
+they reach a CUDA device through pinned memory with non-blocking copies (:func:`to_device`: a copy
+from ordinary memory would make the host wait for the device's queued work, a dozen times a
+batch).
 Input: a uint8 batch (N, C, H, W) on any device, or a list of uint8 (C, H_i, W_i) images of
 different sizes (padded by edge replication, so crops near the border see the edge pixel as
 torchvision does). Output: two float32 tensors (N, C, size, size).
@@ -67,6 +70,7 @@ __all__ = [
     "resized_crop",
     "sample_crop_boxes",
     "sample_parameters",
+    "to_device",
 ]
 
 GRAY_WEIGHTS = (0.2989, 0.587, 0.114)
@@ -196,6 +200,16 @@ def pad_to_batch(images: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
 # parameters
 
 
+def to_device(tensor: Tensor, device: torch.device | str) -> Tensor:
+    """``tensor`` on ``device`` without making the host wait: from the CPU to a CUDA device through
+    pinned memory with a non-blocking copy (a copy from ordinary memory waits for the work queued
+    on the device, then copies); otherwise a plain ``to``."""
+    device = torch.device(device)
+    if device.type == "cuda" and tensor.device.type == "cpu":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
+
+
 def sample_crop_boxes(
     sizes: Tensor,
     scale: tuple[float, float],
@@ -314,7 +328,9 @@ def resized_crop(images: Tensor, boxes: Tensor, batch_index: Tensor, size: int) 
     pixel-edge coordinates; returns (M, C, size, size). Each output pixel averages
     ceil(box side / size)^2 bilinear samples (aligned pixel centres): plain bilinear resizing
     when enlarging, an area-like antialiasing filter when shrinking."""
-    rois = torch.cat([batch_index.to(boxes.dtype)[:, None], boxes], dim=1).to(images.device, images.dtype)
+    rois = to_device(
+        torch.cat([batch_index.to(boxes.dtype)[:, None], boxes], dim=1).to(images.dtype), images.device
+    )
     return roi_align(
         images, rois, output_size=(size, size), spatial_scale=1.0, sampling_ratio=-1, aligned=True
     )
@@ -324,12 +340,12 @@ def grayscale(images: Tensor) -> Tensor:
     """Luma 0.2989 R + 0.587 G + 0.114 B, shape (M, 1, H, W); a 1-channel image is returned as is."""
     if images.shape[1] == 1:
         return images
-    weights = images.new_tensor(GRAY_WEIGHTS).view(1, 3, 1, 1)
-    return (images * weights).sum(dim=1, keepdim=True)
+    red, green, blue = images.split(1, dim=1)
+    return GRAY_WEIGHTS[0] * red + GRAY_WEIGHTS[1] * green + GRAY_WEIGHTS[2] * blue
 
 
 def _per_sample(factor: Tensor, images: Tensor) -> Tensor:
-    return factor.to(images.device, images.dtype).view(-1, 1, 1, 1)
+    return to_device(factor.to(images.dtype), images.device).view(-1, 1, 1, 1)
 
 
 def adjust_brightness(images: Tensor, factor: Tensor) -> Tensor:
@@ -409,14 +425,14 @@ def _apply_where(images: Tensor, mask: Tensor, operation, *arguments: Tensor) ->
     index = torch.nonzero(mask, as_tuple=False).squeeze(1)
     if index.numel() == 0:
         return images
-    device_index = index.to(images.device)
+    device_index = to_device(index, images.device)
     selected = operation(images.index_select(0, device_index), *(argument[index] for argument in arguments))
     return images.index_copy_(0, device_index, selected)
 
 
 def apply_augment(views: Tensor, parameters: AugmentParameters, settings: AugmentSettings) -> Tensor:
     """Steps 2-6 of the module docstring on cropped views (M, C, S, S) in [0, 1]."""
-    flip = parameters.flip.to(views.device).view(-1, 1, 1, 1)
+    flip = to_device(parameters.flip, views.device).view(-1, 1, 1, 1)
     views = torch.where(flip, views.flip(-1), views)
     jitter_operations = [BRIGHTNESS, CONTRAST]
     if settings.channels == 3:
@@ -432,8 +448,8 @@ def apply_augment(views: Tensor, parameters: AugmentParameters, settings: Augmen
     views = _apply_where(
         views, parameters.blur, lambda x, s: gaussian_blur(x, s, settings.blur_kernel), parameters.blur_sigma
     )
-    mean = views.new_tensor(settings.mean).view(1, -1, 1, 1)
-    std = views.new_tensor(settings.std).view(1, -1, 1, 1)
+    mean = to_device(torch.tensor(settings.mean, dtype=views.dtype), views.device).view(1, -1, 1, 1)
+    std = to_device(torch.tensor(settings.std, dtype=views.dtype), views.device).view(1, -1, 1, 1)
     return (views - mean) / std
 
 

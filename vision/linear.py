@@ -3,10 +3,14 @@
 MoCo's setting (He et al. 2020, section 4.1) is the default: the backbone in eval mode (BatchNorm
 uses its running statistics, no gradient), a Linear(w, classes) layer (weights N(0, 0.01), bias
 0) trained with cross-entropy by SGD at lr 30 (batch 256, momentum 0.9, weight decay 0) for 100
-epochs, the lr divided by 10 at epochs 60 and 80; train images augmented with RandomResizedCrop
-and a horizontal flip, test images through the evaluation transform (ImageNet size: resize to
-256 / 224 of the crop, centre crop). ``augment=False`` computes the features once and trains on
-them (much faster on a CPU; the usual choice for small images).
+epochs, the lr divided by 10 at epochs 60 and 80; train images through MoCo's main_lincls
+transform (RandomResizedCrop, horizontal flip, to tensor, normalise:
+:func:`mitool.vision.augment.linear_train_transform`), test images through the evaluation
+transform (ImageNet size: resize to 256 / 224 of the crop, centre crop). ``augment=False``
+computes the features once (through the evaluation transform) and trains on them (much faster on
+a CPU; the usual choice for small images). The loss shown by the progress bar is the mean since
+the last note, read every :data:`NOTE_EVERY` steps (reading it every step would wait for the
+device every step).
 
 Results: top-1 and top-5 accuracy on the test split (fractions), in OUT/linear.json and in the
 pretraining run's OUT/evaluations.json (with the checkpoint's step and epoch). The layer,
@@ -24,13 +28,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import Dataset
-from torchvision.transforms import v2
 
 from mitool import checks
 from mitool.files import atomic_write_json
 from mitool.progress import Progress
 from mitool.vision import checkpoint as checkpoints
-from mitool.vision.augment import eval_transform
+from mitool.vision import distributed
+from mitool.vision.augment import eval_transform, linear_train_transform
 from mitool.vision.config import LinearConfig
 from mitool.vision.datasets import load_dataset
 from mitool.vision.evaluate import evaluation_data, load_pretrained
@@ -42,6 +46,8 @@ __all__ = ["LinearConfig", "linear_evaluation"]
 
 CHECKPOINT_NAME = "linear.pt"
 RESULT_NAME = "linear.json"
+NOTE_EVERY = 50
+"""Steps between the progress bar's loss notes (each a read of the device)."""
 
 
 def _check(config: LinearConfig) -> None:
@@ -81,15 +87,14 @@ def linear_evaluation(config: LinearConfig, resume: bool = False, progress: bool
     if config.workers is None:
         config = dataclasses.replace(config, workers=default_workers())
     device = torch.device(config.device)
+    distributed.use_fast_kernels(device)
     pretrained = load_pretrained(config.checkpoint, device)
     dataset, data_dir, synthetic = evaluation_data(pretrained.config, config.dataset, config.data_dir)
     image_size = config.image_size or pretrained.config["image_size"]
     test_transform = eval_transform(pretrained.info, image_size)
     train_transform = test_transform
     if config.augment:
-        train_transform = v2.Compose(
-            [v2.RandomResizedCrop(image_size, antialias=True), v2.RandomHorizontalFlip(), test_transform]
-        )
+        train_transform = linear_train_transform(pretrained.info, image_size)
     train_set = load_dataset(dataset, "train", data_dir, train_transform, **synthetic)
     test_set = load_dataset(dataset, "test", data_dir, test_transform, **synthetic)
     torch.manual_seed(config.seed)
@@ -190,12 +195,17 @@ def _train(
         with Progress(
             len(train_loader), f"linear epoch {epoch + 1}/{config.epochs}", enabled=progress
         ) as bar:
-            for features, labels in batches:
+            losses, note = torch.zeros((), device=device), ""  # summed on the device, read now and then
+            for index, (features, labels) in enumerate(batches, start=1):
                 loss = F.cross_entropy(classifier(features), labels)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
-                bar.update(note=f"loss {loss.item():.3f}")
+                losses += loss.detach()
+                if progress and index % NOTE_EVERY == 0:
+                    note = f"loss {float(losses) / NOTE_EVERY:.3f}"
+                    losses.zero_()
+                bar.update(note=note)
         state = {"kind": "linear", "settings": _settings(config), "classifier": classifier.state_dict(),
                  "optimizer": optimizer.state_dict(), "epoch": epoch + 1,
                  "rng": checkpoints.rng_states()}  # fmt: skip

@@ -8,6 +8,9 @@ unreadable images, its BatchNorm). This table holds what the settings and the co
 and needs no torch: ``mitool vision pretrain --help`` lists every method with its defaults at once;
 the class loads when a run builds it (:func:`method_class`). Adding a method: write its file (see
 :mod:`mitool.vision.simclr`, the shortest) and add its :class:`MethodSpec` to :data:`METHODS`.
+The class is named as ``module:Class`` (where the critics, all in one module, need only a class
+name, and the bounds, plain functions, sit in their table): each method lives in a module of its
+own that imports torch (:mod:`mitool.estimators` says why each registry has its form).
 """
 
 from __future__ import annotations
@@ -105,9 +108,13 @@ METHODS: dict[str, MethodSpec] = {
             dict(loss="infonce", negatives=65536, temperature=0.2, key_momentum=0.999, base_lr=0.03,
                  warmup_epochs=0.0, alpha=256.0),
             "mitool.vision.moco:MoCo",
-            # Fashion-MNIST: as SiMo's, with a queue of 4096 (one fifteenth of the 60 000 images: a queue
-            # as large as the data set holds stale copies of the same images; 4096 is the CIFAR demos')
-            {"fashion-mnist": FASHION_MNIST_SHORT_SCHEDULE | dict(key_momentum=0.99, negatives=4096)},
+            # the queue must be much smaller than the training set: a queue of K >= the N training images
+            # holds an older key of every query's own image as a negative (a fraction of about K / N of the
+            # queries does at K < N); 65 536 is ImageNet's, 4096 the MoCo CIFAR demo's (8% of CIFAR-10,
+            # 4% of STL-10's 105 000 train+unlabeled images); Fashion-MNIST: as SiMo's, with that queue
+            {"fashion-mnist": FASHION_MNIST_SHORT_SCHEDULE | dict(key_momentum=0.99, negatives=4096),
+             "cifar10": dict(negatives=4096), "stl10": dict(negatives=4096),
+             "synthetic": dict(negatives=256)},
             "the queue size",
         ),
         MethodSpec(

@@ -22,19 +22,28 @@ replace the oldest N entries of the queue of K keys (a first-in, first-out ring 
 The queue starts as random unit vectors; once it holds real keys (of a still untrained, nearly
 constant encoder) the loss sits near log(K + 1), and it falls slowly afterwards.
 
-Defaults (MoCo v2): InfoNCE, K = 65536, tau 0.2, m 0.999, SGD lr 0.03 x batch / 256 without
-warmup (``METHODS["moco"].defaults``). Sizes: the queue must hold at least the keys of one step (the
-global batch, twice that with the symmetric loss), and with split-BN the local batch must split
-into the BN groups.
+Defaults (MoCo v2): InfoNCE, K = 65536 (ImageNet's; 4096, the MoCo CIFAR demo's, on CIFAR-10,
+STL-10 and Fashion-MNIST: ``METHODS["moco"].dataset_defaults``), tau 0.2, m 0.999, SGD lr 0.03 x
+batch / 256 without warmup (``METHODS["moco"].defaults``). Sizes: the queue must hold at least the
+keys of one step (the global batch, twice that with the symmetric loss) and fewer keys than the
+training set has images (a queue of K >= N images holds an older key of every query's own image
+as a negative; at K < N about K / N of the queries still meet one), and with split-BN the local
+batch must split into the BN groups.
 
 Head: Linear(w, w) -> ReLU -> Linear(w, 128), w the backbone's feature width (2048 for
 ResNet-50: the paper's 2048-2048-128), no BatchNorm. BatchNorm in the encoders: shuffle-BN (the
 key encoder sees the global batch in a random order split across ranks, so BN statistics cannot
-leak which key is the positive), on one device split-BN (the backbone's BN normalises S groups
-separately and the batch is shuffled before the key encoder); or global SyncBN.
+leak which key is the positive), on one device split-BN (the backbone's BN normalises S >= 2
+groups separately and the batch is shuffled before the key encoder); or global SyncBN across
+processes (``bn_mode sync``, solo-learn's choice: no shuffle, the BN leak is left to the global
+batch's size). On one process plain BN with unshuffled keys is refused (``bn_mode sync`` there, or
+one split-BN group): it is the BN leak shuffle-BN exists to prevent.
 
-Symmetric option: both views serve as queries, loss averaged over the 2B anchors
-(pos and neg stacked), both key sets enqueued (the MoCo CIFAR demo's symmetric loss).
+Symmetric option: both views serve as queries and both key sets are enqueued; the loss is the
+sum of the two directions (each the bound's mean over its B queries, as the MoCo CIFAR demo's
+``loss_12 + loss_21``, so the gradient against weight decay is the demo's at the same lr); mi
+and npc are the means over the 2B anchors (the one-direction estimate, log(K + 1) - loss / 2 for
+InfoNCE).
 """
 
 from __future__ import annotations
@@ -48,7 +57,6 @@ from torch import Tensor, nn
 
 from mitool import checks
 from mitool.bounds import BoundResult
-from mitool.fused import contrastive_bound
 from mitool.vision import distributed
 from mitool.vision.choices import EMBEDDING_DIM
 from mitool.vision.common import MakeBackbone, MomentumMethod
@@ -117,6 +125,15 @@ class MoCo(MomentumMethod):
 
     @classmethod
     def check_sizes(cls, config: PretrainConfig, world: int) -> None:
+        if world == 1 and cls.batch_norm(config, world) != "split":
+            parameter, value = ("bn_mode", "sync") if config.bn_mode == "sync" else ("bn_splits", 1)
+            raise checks.ParameterError(
+                parameter,
+                f"{value} gives moco on one process plain BatchNorm with unshuffled keys, whose batch "
+                "statistics leak which key is the positive (what shuffle-BN prevents): use bn_mode "
+                "shuffle with bn_splits >= 2 (split-BN; 8 is the MoCo CIFAR demo's), or several "
+                f"processes; got {value}",
+            )
         per_step = config.batch_size * (2 if config.symmetric else 1)
         if config.negatives < per_step:
             raise checks.ParameterError(
@@ -131,6 +148,16 @@ class MoCo(MomentumMethod):
                 "batch_size",
                 f"must be a multiple of moco's {config.bn_splits} split-BN groups on one process "
                 f"(or use another number of groups, or bn_mode sync), got {config.batch_size}",
+            )
+
+    @classmethod
+    def check_training_set(cls, config: PretrainConfig, images: int) -> None:
+        if config.negatives >= images:
+            raise checks.ParameterError(
+                "negatives",
+                f"(moco's queue size K) must be less than the {images} training images: a queue as large "
+                "as the data set holds an older key of each query's own image as a negative (the MoCo "
+                f"CIFAR demo uses 4096 for CIFAR-10's 50 000 images); got {config.negatives}",
             )
 
     @classmethod
@@ -191,13 +218,8 @@ class MoCo(MomentumMethod):
         if self.symmetric:
             queries = torch.cat([queries, self.query_embeddings(view_2)])
             keys = torch.cat([keys, self.keys(view_1)])
-        result = contrastive_bound(
-            queries,
-            keys.to(queries.dtype),
-            self.queue.to(queries.dtype),
-            self.temperature,
-            self.loss,
-            **self.loss_options,
-        )
+        result = self.embedding_bound(queries, keys, self.queue)
         self.enqueue(distributed.gather_without_grad(keys))
+        if self.symmetric:  # the sum of the two directions' means, as the demo's loss_12 + loss_21
+            result = BoundResult(loss=2.0 * result.loss, mi=result.mi, npc=result.npc)
         return result

@@ -150,17 +150,19 @@ class Interval:
         self.started = time.perf_counter()
 
     def add(self, scalars: Any) -> None:
-        """Add one step's ``scalars`` (an object with the attributes of :data:`STEP_SCALARS`)."""
+        """Add one step's ``scalars`` (an object with the attributes of :data:`STEP_SCALARS`; a
+        value may be a 0-dim tensor on the device, summed there and read when the record is made)."""
         self.steps += 1
         for key in self.sums:
-            self.sums[key] += getattr(scalars, key)
+            value = getattr(scalars, key)
+            self.sums[key] = self.sums[key] + (value.detach() if hasattr(value, "detach") else value)
 
     def record(self, step: int, epoch: float, lr: float, images_per_step: int) -> dict[str, Any]:
         """The record of the interval (means of the scalars, lr, images/s, the fraction of the time
         spent waiting for data); starts the next interval."""
         elapsed = max(time.perf_counter() - self.started, 1e-9)
         record: dict[str, Any] = {"step": step, "epoch": epoch}
-        record.update({key: value / max(self.steps, 1) for key, value in self.sums.items()})
+        record.update({key: float(value) / max(self.steps, 1) for key, value in self.sums.items()})
         record.update(
             lr=lr,
             images_per_second=images_per_step * self.steps / elapsed,

@@ -14,12 +14,24 @@ One encoder f and head g embed both views of the N images of the global batch (B
 The negatives are DCL's U_{i,k} (same-view and cross-view, all but the anchor and its positive).
 With the infonce bound this is SimCLR's NT-Xent, -log e^{pos} / (e^{pos} + sum e^{neg}); with dcl
 the positive leaves the denominator, loss = mean(-pos + log sum e^{neg}), which is negative once
-training works; dclw weights the positive with 2 - N softmax(cos / sigma) (sigma = 0.5).
+training works; dclw weights the positive with 2 - 2N softmax(cos / sigma) over the 2N anchors
+(sigma = 0.5). The weight is detached (no gradient flows through it), as in current lightly
+(``negative_mises_fisher_weights`` detaches its inputs); the DCL implementation lightly cites
+(raminnakhli/Decoupled-Contrastive-Learning), and lightly before that change, let the gradient flow
+through the weight as well: this project follows the detached form.
 
 Under DDP the embeddings of every rank are gathered with their gradients, so each anchor sees
-all 2N - 2 negatives of the global batch and the gradient equals one process's on the global
+all 2N - 2 negatives of the global batch, dclw's weight is normalised over the global batch of
+anchors (an all-gathered log-sum-exp, :meth:`~mitool.vision.common.ContrastiveMethod.with_global_weight`;
+lightly normalises over each rank's), and the gradient equals one process's on the global
 batch; BatchNorm is synchronised across ranks. Both views go through the encoder as one batch of
-2B images (one BN statistic for the two views, as in SimCLR).
+2B images (one BN statistic for the two views, as in SimCLR). The scores are formed in float32
+(autocast off for the (2B, 2N) product).
+
+Augmentation: the same MoCo v2 two-view augmentation as the other methods
+(:mod:`mitool.vision.augment`: jitter 0.4/0.4/0.4/0.1, blur with probability 0.5 at every image
+size, 32 px included), not SimCLR's own (jitter strength 1.0, i.e. 0.8/0.8/0.8/0.2, and no blur on
+CIFAR-10): our choice, so that the methods differ only in their loss and encoders.
 
 Head: Linear(w, w) -> BN -> ReLU -> Linear(w, 128), w the backbone's feature width.
 
@@ -30,6 +42,7 @@ other views of the batch as negatives.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import torch
@@ -58,6 +71,23 @@ def projection_head(feature_width: int, embedding_dim: int = EMBEDDING_DIM) -> n
     )
 
 
+@functools.lru_cache(maxsize=8)
+def _score_columns(local: int, total: int, offset: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """(positive (2B,), negatives (2B, 2N - 2)): for each anchor row of :func:`in_batch_scores`,
+    the column of its positive and the columns of its negatives in order (all but itself and its
+    positive). Built once per shape on the host and moved to ``device``: selecting with these
+    indices needs no synchronisation, where a boolean mask would (its result's size)."""
+    rows = torch.arange(2 * local)
+    image = rows % local + offset
+    itself = image + (rows >= local).long() * total
+    positive = image + (rows < local).long() * total
+    low, high = torch.minimum(itself, positive)[:, None], torch.maximum(itself, positive)[:, None]
+    negatives = torch.arange(2 * total - 2).expand(2 * local, -1)
+    negatives = negatives + (negatives >= low).long()  # skip the lower of the two columns, then
+    negatives = negatives + (negatives >= high).long()  # the higher: the others in order
+    return positive.to(device), negatives.to(device)
+
+
 def in_batch_scores(
     local_1: Tensor, local_2: Tensor, all_1: Tensor, all_2: Tensor, offset: int, temperature: float
 ) -> tuple[Tensor, Tensor]:
@@ -66,20 +96,15 @@ def in_batch_scores(
     local_v: (B, D) this rank's normalised embeddings of view v; all_v: (N, D) the global batch's
     (rows offset .. offset + B - 1 are this rank's). Anchor rows are [view 1, view 2]; candidate
     columns are [all_1, all_2]. pos: (2B,); neg: (2B, 2N - 2), each row without the anchor itself
-    and its positive, the remaining columns in order.
+    and its positive, the remaining columns in order. The scores are float32, formed with
+    autocast off whatever the embeddings' dtype.
     """
     local, total = local_1.shape[0], all_1.shape[0]
-    anchors = torch.cat([local_1, local_2])
-    scores = anchors @ torch.cat([all_1, all_2]).t() / temperature  # (2B, 2N)
-    rows = torch.arange(2 * local, device=anchors.device)
-    image = rows % local + offset
-    itself = image + (rows >= local).long() * total
-    positive = image + (rows < local).long() * total
-    pos = scores[rows, positive]
-    keep = torch.ones_like(scores, dtype=torch.bool)
-    keep[rows, itself] = False
-    keep[rows, positive] = False
-    return pos, scores[keep].view(2 * local, 2 * total - 2)
+    with torch.autocast(local_1.device.type, enabled=False):
+        anchors = torch.cat([local_1, local_2]).float()
+        scores = anchors @ torch.cat([all_1, all_2]).float().t() / temperature  # (2B, 2N)
+    positive, negatives = _score_columns(local, total, offset, scores.device)
+    return scores.gather(1, positive[:, None]).squeeze(1), scores.gather(1, negatives)
 
 
 class SimCLR(ContrastiveMethod):
@@ -121,4 +146,4 @@ class SimCLR(ContrastiveMethod):
         all_1, all_2 = distributed.gather_with_grad(local_1), distributed.gather_with_grad(local_2)
         offset = distributed.rank() * local_1.shape[0]
         pos, neg = in_batch_scores(local_1, local_2, all_1, all_2, offset, self.temperature)
-        return self.bound(pos, neg)
+        return self.with_global_weight(self.bound(pos, neg), pos)

@@ -16,11 +16,19 @@ EqCo loss makes the result independent of how many are used. For a global batch 
 computed by :func:`mitool.fused.contrastive_bound` on the embeddings with the per-query
 negatives all_keys[s_i] (B, K, d), the formula being :mod:`mitool.bounds`' eqco (or the chosen
 bound of the InfoNCE family); i.e. InfoNCE with the margin m = tau log(alpha / K) on the positive; MI estimate
-log(1 + alpha) - loss. Defaults (``METHODS["simo"].defaults``): K = 16 sampled negatives, alpha = 256
-(the paper's batch-256 configuration, where K = alpha = 256 and the loss is plain InfoNCE),
-tau = 0.2, m = 0.999, SGD lr 0.03 x batch / 256 after 5 warmup epochs (the paper warms up without
-saying how long). One direction only (query view 1, key view 2), as in the authors'
-configuration. Sizes: K < N, and a batch shortened by unreadable images must still hold more
+log(1 + alpha) - loss. The scores are formed in float32 (autocast off for them).
+
+The authors' configuration (V2AI/SelfSup, examples/simo/simo.res50.scratch.imagenet.224size.256bs.200e:
+``CLR.ALPHA=256, K=256`` at a batch of 256, tau 0.2, m 0.999, SGD lr 0.03, cosine, SyncBN) takes
+every other key of the batch: ``randperm(N - 1)[:K]`` keeps all 255, one subset drawn per step and
+shared by every query (rank 0's draw, gathered), and its alpha / K factor is commented out, so the
+loss is plain InfoNCE there. This project's defaults (``METHODS["simo"].defaults``) keep alpha =
+256, tau, m and the lr, but sample K = 16 negatives per query, each query its own subset: our
+choice, to exercise EqCo's claim that alpha / K makes the result independent of K (the paper's
+K-sweep), not the authors' released setting (``--negatives 255`` at batch 256 is that one, up to
+the per-query subsets). SGD lr 0.03 x batch / 256 after 5 warmup epochs (the paper warms up
+without saying how long; 5 epochs is ours). One direction only (query view 1, key view 2), as in the
+authors' code. Sizes: K < N, and a batch shortened by unreadable images must still hold more
 than K images.
 
 Head: Linear(w, w, no bias) -> BN -> ReLU -> Linear(w, 128, no bias) -> BN. BatchNorm is
@@ -38,7 +46,6 @@ from torch import Tensor, nn
 
 from mitool import checks
 from mitool.bounds import BoundResult
-from mitool.fused import contrastive_bound
 from mitool.vision import distributed
 from mitool.vision.choices import EMBEDDING_DIM
 from mitool.vision.common import MakeBackbone, MomentumMethod
@@ -134,7 +141,4 @@ class SiMo(MomentumMethod):
         local = queries.shape[0]
         positions = torch.arange(local, device=queries.device) + distributed.rank() * local
         index = sample_negative_indices(all_keys.shape[0], positions, self.negatives)
-        negative_keys = all_keys.to(queries.dtype)[index]  # (B, K, d)
-        return contrastive_bound(
-            queries, keys.to(queries.dtype), negative_keys, self.temperature, self.loss, **self.loss_options
-        )
+        return self.embedding_bound(queries, keys, all_keys[index])  # negatives (B, K, d)

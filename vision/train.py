@@ -1,11 +1,20 @@
 """The pretraining loop: one process (CPU or one GPU) or torchrun DDP, with exact resume.
 
-Optimisation: SGD (momentum 0.9, weight decay 1e-4) on the warmup + cosine schedule of
-:mod:`mitool.vision.schedule`, one optimizer step at a time (:mod:`mitool.vision.step`), where
-``--batch-size`` is the global batch N (N / W images per process on W processes) and steps are
-counted in optimizer steps. On CUDA the forward pass runs under bf16 autocast (the bound
-upcasts its scores to float32), in channels_last layout; ``compile`` wraps the model in
-torch.compile.
+Optimisation: SGD (momentum 0.9, weight decay 1e-4; torch's fused kernels) on the warmup + cosine
+schedule of :mod:`mitool.vision.schedule`, one optimizer step at a time (:mod:`mitool.vision.step`),
+where ``--batch-size`` is the global batch N (N / W images per process on W processes) and steps
+are counted in optimizer steps. On CUDA the forward pass runs under bf16 autocast (the scores and
+the bound in float32), in channels_last layout, with cuDNN's autotuner on
+(``cudnn.benchmark``), and the two views are made on the GPU by default (``gpu_augment`` decode:
+the loader workers only decode); ``compile`` wraps the model in torch.compile.
+
+A step waits for the device once, to read its scalars after its backward pass is queued
+(:mod:`mitool.vision.step`); the gradient norms are read with the next step's scalars, the metrics
+records every ``log_every`` steps. Under DDP the ranks agree on a batch shortened by unreadable
+images over a CPU (gloo) group, which does not wait for the GPU.
+
+The training set is the dataset's ``train`` split, for STL-10 ``train+unlabeled`` (105 000 images,
+:data:`mitool.vision.datasets.PRETRAINING_SPLITS`).
 
 Every ``checkpoint_every`` steps and at each epoch end, OUT/checkpoint.pt is rewritten
 atomically (see :mod:`mitool.vision.checkpoint`) with: the model (query encoder, momentum encoder and the
@@ -28,11 +37,14 @@ last good one. SIGINT and SIGTERM stop it after the step in progress, with a che
 OUT/metrics.jsonl gets, every ``log_every`` steps, the means over the interval of loss, mi (the
 bound's estimate in nats), npc (the mean NPC multiplier q_B), grad_norm, and lr, images_per_second
 and data_wait_fraction (time spent waiting for the loader / wall time); every ``knn_every``
-epochs a record with knn_top1 and knn_top5 (test split scored against the train split).
+epochs a record with knn_top1 and knn_top5 (test split scored against the train split; under
+DDP every rank extracts the features of its share of both splits, under the run's autocast, and
+the neighbours are merged across ranks: :func:`mitool.vision.evaluate.evaluate_knn`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import random
@@ -43,7 +55,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as dist
 from torch import Tensor, nn
 
 from mitool import checks
@@ -57,14 +68,20 @@ from mitool.vision.augment import two_view_transform
 from mitool.vision.checkpoint import restore_run, save_checkpoint, saved_step
 from mitool.vision.common import ContrastiveMethod
 from mitool.vision.config import RESUMABLE_CHANGES, PretrainConfig, resolve_defaults
-from mitool.vision.datasets import DatasetInfo, dataset_info, load_dataset
+from mitool.vision.datasets import DatasetInfo, dataset_info, load_dataset, pretraining_split
 from mitool.vision.evaluate import evaluate_knn
 from mitool.vision.gpu_augment import GPUTwoViewAugment, loader_options
 from mitool.vision.loader import SkippedImages, SkippingDataLoader, default_workers, make_loader
 from mitool.vision.methods import build_method, method_class
 from mitool.vision.records import Interval, MetricsLog, keep_records_up_to, write_config
 from mitool.vision.schedule import Schedule, fit_schedule_to_time, plan_schedule
-from mitool.vision.step import StepResult, TrainingDiverged, training_step
+from mitool.vision.step import (
+    StepResult,
+    TrainingDiverged,
+    check_gradient_norm,
+    make_optimizer,
+    training_step,
+)
 
 __all__ = ["CHECKPOINT_NAME", "Run", "TrainingInterrupted", "pretrain", "start_run", "summary"]
 
@@ -81,7 +98,8 @@ class Run:
     ``stopped_by``: why the run stops before its last epoch ("max_steps", "max_minutes",
     "schedule_end" of a fitted schedule, or the signal's name), None while it trains. ``last_lr``:
     the learning rate of the last step. ``fit_probe``: (step, time) where a time-boxed run started
-    measuring its speed (:func:`fit_schedule_to_time`).
+    measuring its speed (:func:`fit_schedule_to_time`). ``unchecked_grad_norm``: the last step's
+    gradient norm (a device tensor) while no host read has checked it yet.
     """
 
     config: PretrainConfig
@@ -105,6 +123,7 @@ class Run:
     stopped_by: str | None = None
     last_lr: float = 0.0
     fit_probe: tuple[int, float] | None = None
+    unchecked_grad_norm: Tensor | None = None
     started: float = field(default_factory=time.perf_counter)
     skipped: SkippedImages = field(default_factory=SkippedImages)
     interval: Interval = field(default_factory=Interval)
@@ -202,6 +221,7 @@ def start_run(config: PretrainConfig, resume: bool) -> Run:
     load the checkpoint in OUT; nothing is trained or written before every check has passed."""
     device, rank, world = distributed.setup(config.device)
     info = dataset_info(config.dataset, config.data_dir, **config.synthetic_options())
+    augment_given = config.gpu_augment is not None
     config = resolve_defaults(config, info.image_size)
     method = method_class(config.method)
     if config.batch_size % world:
@@ -210,16 +230,17 @@ def start_run(config: PretrainConfig, resume: bool) -> Run:
         )
     method.check_sizes(config, world)
     saved = _previous_run(config, resume)
+    if saved is not None and not augment_given:  # a resumed run keeps where its views were made
+        config = dataclasses.replace(config, gpu_augment=saved["config"].get("gpu_augment", "off"))
     config = _with_schedule_steps(_with_workers(config, saved), saved)
     _check_resumable(config, saved)
     loader, augment = _training_data(config, info, rank, world)
+    method.check_training_set(config, len(loader.dataset))
     schedule = plan_schedule(config, loader)
     _seed_everything(config.seed)
     model = build_method(config, info.channels, device)
     trained = [parameter for parameter in model.parameters() if parameter.requires_grad]
-    optimizer = torch.optim.SGD(
-        trained, lr=schedule.peak_lr, momentum=config.sgd_momentum, weight_decay=config.weight_decay
-    )
+    optimizer = make_optimizer(trained, schedule.peak_lr, config.sgd_momentum, config.weight_decay, device)
     scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
     run = Run(
         config, method, info, device, rank, world, loader, augment, schedule, model, model, optimizer, scaler,
@@ -291,8 +312,8 @@ def _training_data(
         data_options = loader_options(config.gpu_augment)
         augment = GPUTwoViewAugment.for_dataset(info, config.image_size, seed=config.seed + rank)
     train_set = load_dataset(
-        config.dataset, "train", config.data_dir, download=config.download, **data_options,
-        **config.synthetic_options(),
+        config.dataset, pretraining_split(config.dataset), config.data_dir, download=config.download,
+        **data_options, **config.synthetic_options(),
     )  # fmt: skip
     loader = make_loader(
         train_set, config.batch_size // world, True, config.workers, config.seed, drop_last=True,
@@ -353,7 +374,7 @@ def train_epoch(run: Run, progress: bool) -> bool:
                 if run.interruption.received is None:
                     raise
                 run.stopped_by = run.interruption.received
-                save_checkpoint(run)
+                _save(run)
                 break
             run.interval.data_wait += time.perf_counter() - started
             if batch is None:
@@ -395,16 +416,12 @@ def _train_on_batch(run: Run, batch: tuple[Any, Tensor, list[str]]) -> StepResul
         run.config.max_minutes is not None and time.perf_counter() - run.started > 60 * run.config.max_minutes
     )
     flags = (late, run.interruption.received is not None)
-    try:
+    with _diverged_stops_the_run(run):
         result = training_step(
-            run.step_model, run.optimizer, run.scaler, *views, lr, run.config.precision, run.step, flags
-        )
-    except TrainingDiverged as error:
-        path = run.checkpoint_path
-        kept = f"{path} (step {saved_step(path)})" if os.path.exists(path) else "none written yet"
-        raise TrainingDiverged(
-            f"{error} (epoch {run.epoch + 1}); stopped; last good checkpoint: {kept}"
-        ) from None
+            run.step_model, run.optimizer, run.scaler, *views, lr, run.config.precision, run.step, flags,
+            run.unchecked_grad_norm,
+        )  # fmt: skip
+    run.unchecked_grad_norm = None if result.grad_norm_checked else result.grad_norm
     run.step, run.last_lr = run.step + 1, lr
     run.interval.add(result)
     fit_schedule_to_time(run)
@@ -412,8 +429,31 @@ def _train_on_batch(run: Run, batch: tuple[Any, Tensor, list[str]]) -> StepResul
         _log_interval(run)
     run.stopped_by = _stop_reason(run, *result.flags)
     if run.step % run.config.checkpoint_every == 0 or run.stopped_by is not None:
-        save_checkpoint(run)
+        _save(run)
     return result
+
+
+@contextlib.contextmanager
+def _diverged_stops_the_run(run: Run):
+    """TrainingDiverged with the epoch and the last good checkpoint added to its message."""
+    try:
+        yield
+    except TrainingDiverged as error:
+        path = run.checkpoint_path
+        kept = f"{path} (step {saved_step(path)})" if os.path.exists(path) else "none written yet"
+        raise TrainingDiverged(
+            f"{error} (epoch {run.epoch + 1}); stopped; last good checkpoint: {kept}"
+        ) from None
+
+
+def _save(run: Run) -> None:
+    """The checkpoint, once the last step's gradient norm is known to be finite (a step whose norm
+    was not was not taken, and the run stops with TrainingDiverged instead of saving)."""
+    if run.unchecked_grad_norm is not None:
+        with _diverged_stops_the_run(run):
+            check_gradient_norm(run.unchecked_grad_norm, run.step)
+        run.unchecked_grad_norm = None
+    save_checkpoint(run)
 
 
 def _log_interval(run: Run) -> None:
@@ -429,10 +469,7 @@ def _usable_views(run: Run, inputs: Any) -> tuple[Tensor, ...] | None:
     """The two view batches on the device, cut (equally on every rank) to a size the method can
     use when unreadable images made this batch short; None when too few images are left."""
     rows = 0 if inputs is None else inputs[0].shape[0]
-    if distributed.is_distributed():
-        shared = torch.tensor([rows], device=run.device)
-        dist.all_reduce(shared, op=dist.ReduceOp.MIN)
-        rows = int(shared)
+    rows = distributed.min_over_ranks(rows)  # on the host: no wait for the device
     rows = run.method.usable_rows(rows, run.config, run.world)
     if rows == 0:
         return None
@@ -448,7 +485,7 @@ def end_epoch(run: Run, progress: bool) -> None:
     if run.config.knn_every and run.epoch % run.config.knn_every == 0:
         run.last_knn = _knn_monitor(run, progress and run.is_main)
         run.metrics.write(run.last_knn)
-    save_checkpoint(run)
+    _save(run)
     if run.is_main:
         run.skipped.report()
 
@@ -473,22 +510,21 @@ def _stop_reason(run: Run, late: bool = False, interrupted: bool = False) -> str
 
 
 def _knn_monitor(run: Run, progress: bool) -> dict[str, Any]:
-    """The kNN record of the query backbone (rank 0 computes, the others wait)."""
-    record: dict[str, Any] = {}
+    """The kNN record of the query backbone: every rank extracts the features of its share of the
+    images under the run's autocast (the neighbours merged across ranks), with rank 0's BatchNorm
+    statistics (the ones its checkpoint holds and a resumed run starts from)."""
     config = run.config
-    if run.is_main:
-        result = evaluate_knn(
-            run.model.backbone, config.dataset, config.data_dir, config.image_size, run.device,
-            config.knn_k, config.knn_temperature, batch_size=max(config.batch_size // run.world, 64),
-            workers=config.workers, max_samples=config.knn_max_samples, progress=progress,
-            synthetic_options=config.synthetic_options(),
-        )  # fmt: skip
-        record = {
-            "step": run.step,
-            "epoch": run.epochs_done,
-            "knn_top1": result["knn_top1"],
-            "knn_top5": result["knn_top5"],
-        }
-    if distributed.is_distributed():
-        dist.barrier()
-    return record
+    backbone = run.model.backbone
+    distributed.broadcast_buffers(backbone)
+    result = evaluate_knn(
+        backbone, config.dataset, config.data_dir, config.image_size, run.device, config.knn_k,
+        config.knn_temperature, batch_size=max(config.batch_size // run.world, 64), workers=config.workers,
+        max_samples=config.knn_max_samples, progress=progress, synthetic_options=config.synthetic_options(),
+        precision=config.precision,
+    )  # fmt: skip
+    return {
+        "step": run.step,
+        "epoch": run.epochs_done,
+        "knn_top1": result["knn_top1"],
+        "knn_top5": result["knn_top5"],
+    }
