@@ -14,8 +14,9 @@ import click
 
 from mitool import checks
 from mitool.checks import ParameterError
+from mitool.processes import Terminated, sigterm_as_interrupt
 from mitool.progress import Progress
-from mitool.runner import RanksMissing, SettingsDiffer, Terminated, sigterm_as_interrupt
+from mitool.runner import RanksMissing, SettingsDiffer
 
 __all__ = [
     "EstimateProgress",

@@ -65,7 +65,8 @@ def toy() -> None:
     The default protocol (Poole et al. 2019): d = 20, stages of 2, 4, 6, 8, 10 nats with 4000
     steps each, fresh samples every step, batch 64, Adam lr 5e-4, separable critic with 256-wide
     ReLU MLPs and a 32-dim embedding. K negatives per anchor: K <= B-1 takes K other rows of the
-    batch; K >= B scores every anchor against a shared pool of K fresh samples of p(y).
+    batch; K >= B scores every anchor against a shared pool of K fresh samples of p(y). The
+    --estimators of these commands are the bounds the critics are trained with (mitool.bounds).
     """
 
 

@@ -92,6 +92,33 @@ class BoundResult:
     npc: Tensor | None = None
 
 
+_SCORES = """Parameters
+    ----------
+    pos : Tensor, shape (B,)
+        The critic's scores f(x_i, y_i) of B positive pairs, drawn from the joint p(x, y).
+    neg : Tensor, shape (B, K)
+        The scores f(x_i, y'_ik) of the same anchors against K samples y'_ik of the marginal p(y)."""
+_FAMILY_NPC = "InfoNCE's mean coupling multiplier q_B (detached)"
+_DECOUPLED_NPC = "InfoNCE's q_B at these scores (detached)"
+
+
+def _documented(npc: str = "None") -> Callable[[Callable], Callable]:
+    """Fill in a bound function's docstring: ``{scores}``, the Parameters section with pos and neg
+    (the bound's own options follow it), and ``{result}``, the Returns section, the
+    :class:`BoundResult` (``npc``: what its npc is); what every bound's docstring says, written once."""
+    result = (
+        "Returns\n    -------\n    BoundResult\n        ``loss``, the scalar to minimise; ``mi``, the scalar "
+        f"estimate in nats;\n        ``npc``, {npc}."
+    )
+
+    def document(function: Callable) -> Callable:
+        if function.__doc__:  # None under python -OO
+            function.__doc__ = function.__doc__.replace("{scores}", _SCORES).replace("{result}", result)
+        return function
+
+    return document
+
+
 # ----------------------------------------------------------------------------------------------
 # argument checks
 
@@ -168,7 +195,27 @@ def split_scores(scores: Tensor) -> tuple[Tensor, Tensor]:
     """Split a (B, B) all-pairs score matrix S[i, j] = f(x_i, y_j) into ``(pos, neg)``.
 
     pos = diag(S), shape (B,); neg[i] = the off-diagonal row S[i, j != i] in order, shape
-    (B, B-1), so K = B - 1. B must be >= 2.
+    (B, B-1), so K = B - 1: every other row of the batch is a negative of anchor i.
+
+    Parameters
+    ----------
+    scores : Tensor, shape (B, B)
+        S[i, j] = f(x_i, y_j), with B >= 2.
+
+    Returns
+    -------
+    pos : Tensor, shape (B,)
+        The diagonal, the matched pairs.
+    neg : Tensor, shape (B, B - 1)
+        Each row without its diagonal entry.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mitool import bounds
+    >>> pos, neg = bounds.split_scores(torch.arange(9.0).reshape(3, 3))
+    >>> pos.tolist(), neg.tolist()
+    ([0.0, 4.0, 8.0], [[1.0, 2.0], [3.0, 5.0], [6.0, 7.0]])
     """
     if not isinstance(scores, torch.Tensor) or scores.dim() != 2 or scores.shape[0] != scores.shape[1]:
         shape = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
@@ -183,6 +230,7 @@ def split_scores(scores: Tensor) -> tuple[Tensor, Tensor]:
     return pos, neg
 
 
+@_documented(_FAMILY_NPC)
 def infonce(pos: Tensor, neg: Tensor) -> BoundResult:
     """InfoNCE (van den Oord et al. 2018, arXiv 1807.03748; Poole et al. 2019, arXiv 1905.06922).
 
@@ -191,12 +239,27 @@ def infonce(pos: Tensor, neg: Tensor) -> BoundResult:
 
     A lower bound on I(X; Y) in expectation over the samples, for any critic; it can never exceed
     log(K + 1) (the loss is >= 0), so with K negatives it is capped at log(K + 1) nats whatever
-    the true MI. Shapes: pos (B,), neg (B, K); loss and mi are scalars.
+    the true MI.
+
+    {scores}
+
+    {result}
+
+    Examples
+    --------
+    A critic that scores the positives far above the negatives reaches the cap log(K + 1):
+
+    >>> import math, torch
+    >>> from mitool import bounds
+    >>> result = bounds.infonce(torch.full((4,), 5.0), torch.zeros(4, 7))
+    >>> round(result.mi.item(), 2), round(math.log(7 + 1), 2)
+    (2.03, 2.08)
     """
     pos, neg = _check_scores(pos, neg)
     return _family("coupled", pos, _row_logsumexp(neg), neg.shape[1], weight=neg.shape[1])
 
 
+@_documented(_FAMILY_NPC)
 def eqco(pos: Tensor, neg: Tensor, alpha: float) -> BoundResult:
     """EqCo: InfoNCE with the margin calibrated to the number of negatives (Zhu et al. 2020,
     arXiv 2010.01929).
@@ -210,13 +273,32 @@ def eqco(pos: Tensor, neg: Tensor, alpha: float) -> BoundResult:
     about K * E[e^{neg}], the loss, its gradient and the estimate do not depend on K, only on
     alpha: the estimate is capped at log(alpha + 1) instead of log(K + 1). At finite K it is an
     estimate, not a strict bound (it is the InfoNCE bound only when alpha = K, where the two
-    functions are identical). Shapes: pos (B,), neg (B, K); loss and mi are scalars.
+    functions are identical).
+
+    {scores}
+    alpha : float
+        The fixed number of negatives the loss is calibrated to (> 0); the cap is log(alpha + 1).
+
+    {result}
+
+    Examples
+    --------
+    Twice the negatives (the same scores repeated) leave the estimate as it was:
+
+    >>> import torch
+    >>> from mitool import bounds
+    >>> pos, neg = torch.full((4,), 5.0), torch.zeros(4, 7)
+    >>> few = bounds.eqco(pos, neg, alpha=64.0).mi
+    >>> many = bounds.eqco(pos, torch.cat([neg, neg], dim=1), alpha=64.0).mi
+    >>> round(few.item(), 2), bool(torch.isclose(few, many))
+    (3.82, True)
     """
     alpha = checks.positive("alpha", alpha)
     pos, neg = _check_scores(pos, neg)
     return _family("coupled", pos, _row_logsumexp(neg), neg.shape[1], weight=alpha)
 
 
+@_documented(_DECOUPLED_NPC)
 def dcl(pos: Tensor, neg: Tensor) -> BoundResult:
     """Decoupled contrastive loss (Yeh et al. 2021, arXiv 2110.06848).
 
@@ -227,12 +309,27 @@ def dcl(pos: Tensor, neg: Tensor) -> BoundResult:
     not a bound and not capped, and with an unbounded critic the loss has no lower bound (it
     goes negative and can run away). With a bounded critic (cosine / temperature) it is well
     posed; negative loss values are then normal. ``npc`` reports InfoNCE's q_B at these scores,
-    the multiplier DCL removes. Shapes: pos (B,), neg (B, K); loss and mi are scalars.
+    the multiplier DCL removes.
+
+    {scores}
+
+    {result}
+
+    Examples
+    --------
+    Not capped: the same scores that put InfoNCE at its cap log(8) = 2.08 give 5 nats here.
+
+    >>> import torch
+    >>> from mitool import bounds
+    >>> result = bounds.dcl(torch.full((4,), 5.0), torch.zeros(4, 7))
+    >>> round(result.mi.item(), 2), round(result.loss.item(), 2)
+    (5.0, -3.05)
     """
     pos, neg = _check_scores(pos, neg)
     return _family("decoupled", pos, _row_logsumexp(neg), neg.shape[1])
 
 
+@_documented(_DECOUPLED_NPC)
 def dclw(pos: Tensor, neg: Tensor, sigma: float = 0.5, temperature: float = 1.0) -> BoundResult:
     """Weighted decoupled contrastive loss, DCLW (Yeh et al. 2021, arXiv 2110.06848).
 
@@ -243,7 +340,25 @@ def dclw(pos: Tensor, neg: Tensor, sigma: float = 0.5, temperature: float = 1.0)
     With vision scores pos = cosine / temperature, pos * temperature / sigma = cosine / sigma is
     the paper's von Mises-Fisher weighting: easy positives (high similarity) get weight below one,
     hard ones above. The weight is treated as a constant (no gradient flows through it).
-    ``mi`` is the DCL estimate (not a bound). Shapes: pos (B,), neg (B, K); scalars out.
+    ``mi`` is the DCL estimate (not a bound).
+
+    {scores}
+    sigma : float
+        Width of the positive's weighting (> 0).
+    temperature : float
+        The temperature of the scores, pos * temperature being the similarity (> 0).
+
+    {result}
+
+    Examples
+    --------
+    Positives of one score all weigh 1, and DCLW is DCL:
+
+    >>> import torch
+    >>> from mitool import bounds
+    >>> pos, neg = torch.full((4,), 5.0), torch.zeros(4, 7)
+    >>> bool(torch.isclose(bounds.dclw(pos, neg).loss, bounds.dcl(pos, neg).loss))
+    True
     """
     sigma = checks.positive("sigma", sigma)
     temperature = checks.positive("temperature", temperature)
@@ -265,7 +380,31 @@ def family_estimate(
 
     with w = K (infonce) or alpha (eqco).
 
-    ``loss`` is needed for the coupled form, ``decoupled_mean`` = mean_i(lse_i - pos_i) for the others.
+    Parameters
+    ----------
+    form : str
+        One of :data:`FORMS`: "coupled", "decoupled" or "weighted".
+    loss : Tensor or None
+        The coupled form's batch loss (None for the other forms).
+    decoupled_mean : Tensor or None
+        mean_i(lse_i - pos_i), for the decoupled and weighted forms (None for the coupled form).
+    num_negatives : int
+        K.
+    weight : float
+        w, the negatives' weight of the coupled form: K, or eqco's alpha.
+
+    Returns
+    -------
+    Tensor
+        The estimate, a scalar.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mitool import bounds
+    >>> result = bounds.infonce(torch.full((4,), 5.0), torch.zeros(4, 7))
+    >>> bool(torch.isclose(bounds.family_estimate("coupled", result.loss, None, 7, 7.0), result.mi))
+    True
     """
     if form == "coupled":
         return math.log(weight + 1) - loss
@@ -312,9 +451,34 @@ def from_negative_logsumexp(
     Every bound of the family depends on the K negatives of anchor i only through
     lse_i = log sum_k e^{neg_ik}, so ``from_negative_logsumexp(name, pos, logsumexp(neg, 1), K,
     **options)`` equals ``get(name, **options)(pos, neg)``. Chunked or fused computations of lse
-    (:mod:`mitool.fused`) use this to reach the same formulas. ``name`` is one of
-    :data:`INFONCE_FAMILY`; pos and neg_lse have shape (B,); num_negatives is K >= 1; options as
-    for :func:`get` (alpha for eqco; sigma and temperature for dclw).
+    (:mod:`mitool.fused`) use this to reach the same formulas.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`INFONCE_FAMILY`.
+    pos : Tensor, shape (B,)
+        The scores of the positive pairs.
+    neg_lse : Tensor, shape (B,)
+        lse_i = log sum_k e^{neg_ik} of each anchor's negative scores.
+    num_negatives : int
+        K >= 1, the negatives behind each lse_i.
+    **options : float
+        As for :func:`get`: alpha for eqco; sigma and temperature for dclw.
+
+    Returns
+    -------
+    BoundResult
+        The bound's ``loss``, ``mi`` and ``npc``, as from the negatives themselves.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mitool import bounds
+    >>> pos, neg = torch.full((4,), 5.0), torch.zeros(4, 7)
+    >>> fused = bounds.from_negative_logsumexp("infonce", pos, torch.logsumexp(neg, dim=1), 7)
+    >>> bool(torch.isclose(fused.mi, bounds.infonce(pos, neg).mi))
+    True
     """
     checks.choice("name", name, INFONCE_FAMILY)
     bound = BOUNDS[name]
@@ -334,6 +498,7 @@ def from_negative_logsumexp(
 # the classic variational bounds (Poole et al. 2019, arXiv 1905.06922)
 
 
+@_documented()
 def nwj(pos: Tensor, neg: Tensor) -> BoundResult:
     """NWJ, also called f-MINE or the Nguyen-Wainwright-Jordan bound (Nguyen et al. 2010).
 
@@ -342,13 +507,27 @@ def nwj(pos: Tensor, neg: Tensor) -> BoundResult:
 
     A lower bound on I(X; Y) for every critic, tight at f = 1 + log p(y|x)/p(y); unbiased in the
     samples but its variance grows like e^{I}. Not capped. When e^{neg} overflows float32
-    (scores above ~88 plus log(BK)) the value is -inf, never NaN. Shapes: (B,), (B, K) -> scalars.
+    (scores above ~88 plus log(BK)) the value is -inf, never NaN.
+
+    {scores}
+
+    {result}
+
+    Examples
+    --------
+    Independent X and Y have the log density ratio 0, at which NWJ's optimal critic is 1:
+
+    >>> import torch
+    >>> from mitool import bounds
+    >>> round(bounds.nwj(torch.ones(4), torch.ones(4, 3)).mi.item(), 4)
+    0.0
     """
     pos, neg = _check_scores(pos, neg)
     mi = pos.mean() - torch.exp(_log_mean_exp(neg) - 1.0)
     return BoundResult(loss=-mi, mi=mi)
 
 
+@_documented()
 def dv(pos: Tensor, neg: Tensor) -> BoundResult:
     """Donsker-Varadhan bound (Donsker & Varadhan 1983; used by MINE, Belghazi et al. 2018).
 
@@ -357,8 +536,21 @@ def dv(pos: Tensor, neg: Tensor) -> BoundResult:
 
     The true DV quantity is a lower bound on I(X; Y), tight at f = log p(y|x)/p(y) + c; with the
     log of a sample mean it is a biased estimate (biased upwards for small batches), not a strict
-    bound. Not capped. Its plain gradient is biased; :class:`Mine` corrects it. Shapes:
-    (B,), (B, K) -> scalars.
+    bound. Not capped. Its plain gradient is biased; :class:`Mine` corrects it.
+
+    {scores}
+
+    {result}
+
+    Examples
+    --------
+    A constant added to every score leaves the value as it was:
+
+    >>> import torch
+    >>> from mitool import bounds
+    >>> pos, neg = torch.full((4,), 5.0), torch.zeros(4, 7)
+    >>> bounds.dv(pos, neg).mi.item(), bounds.dv(pos + 3, neg + 3).mi.item()
+    (5.0, 5.0)
     """
     pos, neg = _check_scores(pos, neg)
     mi = pos.mean() - _log_mean_exp(neg)
@@ -369,6 +561,7 @@ def _check_rate(parameter: str, rate: float) -> float:
     return checks.number(parameter, rate, above=0.0, maximum=1.0)
 
 
+@_documented()
 def mine(
     pos: Tensor, neg: Tensor, log_average: Tensor | None, rate: float = 0.01
 ) -> tuple[BoundResult, Tensor]:
@@ -381,12 +574,31 @@ def mine(
         ema_t = (1 - rate) * ema_{t-1} + rate * mean_ik(e^{neg_ik})      (ema_1 = the first batch mean)
 
     so the returned ``loss`` has the value -DV but the gradient
-    -grad mean(pos) + grad mean(e^{neg}) / ema_t; ``mi`` is the DV value (see :func:`dv`).
+    -grad mean(pos) + grad mean(e^{neg}) / ema_t; ``mi`` is the DV value (see :func:`dv`). Kept in
+    log space (no overflow). Works under torch.func.vmap with one average per mapped run.
+    :class:`Mine` holds the average for you.
 
-    ``log_average`` is log ema_{t-1} (a scalar tensor), or None or NaN before the first batch; the
-    second value returned is log ema_t (detached), to pass to the next call. Kept in log space (no
-    overflow). Works under torch.func.vmap with one average per mapped run. :class:`Mine` holds
-    the average for you.
+    {scores}
+    log_average : Tensor or None
+        log ema_{t-1}, a scalar; None or NaN before the first batch.
+    rate : float
+        The moving average's rate, in (0, 1].
+
+    Returns
+    -------
+    result : BoundResult
+        ``loss`` (value -DV, corrected gradient) and ``mi`` (the DV value); ``npc`` is None.
+    log_average : Tensor
+        log ema_t (detached), to pass to the next call.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mitool import bounds
+    >>> pos, neg = torch.full((4,), 5.0), torch.zeros(4, 7)
+    >>> result, log_average = bounds.mine(pos, neg, None)
+    >>> result.mi.item() == bounds.dv(pos, neg).mi.item(), log_average.item()
+    (True, 0.0)
     """
     rate = _check_rate("rate", rate)
     pos, neg = _check_scores(pos, neg)
@@ -413,6 +625,21 @@ class Mine:
     This object holds state: create one per critic being trained, and call ``reset()`` (or create a
     new object) to forget the average, e.g. when the data distribution changes. Calls with scores
     that do not require gradients (evaluation) do not update the average.
+
+    Parameters
+    ----------
+    rate : float
+        The moving average's rate, in (0, 1].
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mitool import bounds
+    >>> mine = bounds.Mine(rate=0.01)
+    >>> neg = torch.zeros(4, 7, requires_grad=True)
+    >>> result = mine(torch.full((4,), 5.0), neg)       # a training call: the average starts
+    >>> round(result.mi.item(), 2), mine.log_average.item()
+    (5.0, 0.0)
     """
 
     def __init__(self, rate: float = 0.01) -> None:
@@ -430,6 +657,7 @@ class Mine:
         return result
 
 
+@_documented()
 def js(pos: Tensor, neg: Tensor) -> BoundResult:
     """Jensen-Shannon (f-GAN) training objective (Nowozin et al. 2016; Poole et al. 2019).
 
@@ -439,7 +667,21 @@ def js(pos: Tensor, neg: Tensor) -> BoundResult:
     The loss trains the critic towards f = log p(y|x)/p(y) (a JS-divergence lower bound, not an MI
     bound); ``mi`` evaluates that critic with the NWJ bound shifted by one (NWJ of f + 1), which is
     tight at the JS optimum. It is a lower bound for any critic, with high variance at high MI.
-    Shapes: (B,), (B, K) -> scalars.
+
+    {scores}
+
+    {result}
+
+    Examples
+    --------
+    At the critic f = 0 (the log density ratio of independent X and Y) the value is 0, as
+    :func:`nwj` of f + 1:
+
+    >>> import torch
+    >>> from mitool import bounds
+    >>> pos, neg = torch.zeros(4), torch.zeros(4, 3)
+    >>> bounds.js(pos, neg).mi.item(), bounds.nwj(pos + 1, neg + 1).mi.item()
+    (0.0, 0.0)
     """
     pos, neg = _check_scores(pos, neg)
     loss = torch.nn.functional.softplus(-pos).mean() + torch.nn.functional.softplus(neg).mean()
@@ -447,6 +689,7 @@ def js(pos: Tensor, neg: Tensor) -> BoundResult:
     return BoundResult(loss=loss, mi=mi)
 
 
+@_documented()
 def smile(pos: Tensor, neg: Tensor, clip: float = 5.0) -> BoundResult:
     """SMILE (Song & Ermon 2020, arXiv 1910.06222): the critic is trained with the JS loss and
     evaluated with a DV estimate whose negative scores are clipped,
@@ -455,7 +698,23 @@ def smile(pos: Tensor, neg: Tensor, clip: float = 5.0) -> BoundResult:
         mi   = mean_i(pos_i) - log mean_ik(e^{clamp(neg_ik, -clip, clip)})
 
     Clipping trades a small bias for a variance bounded in terms of e^{clip}; it is an estimate,
-    not a bound. As clip goes to infinity it becomes :func:`dv`. Shapes: (B,), (B, K) -> scalars.
+    not a bound. As clip goes to infinity it becomes :func:`dv`.
+
+    {scores}
+    clip : float
+        The negative scores are clipped to [-clip, clip] (> 0).
+
+    {result}
+
+    Examples
+    --------
+    Negative scores of 10 count as 5 with the default clip; DV takes them as they are:
+
+    >>> import torch
+    >>> from mitool import bounds
+    >>> pos, neg = torch.full((4,), 5.0), torch.full((4, 3), 10.0)
+    >>> bounds.smile(pos, neg).mi.item(), bounds.dv(pos, neg).mi.item()
+    (0.0, -5.0)
     """
     clip = checks.positive("clip", clip)
     pos, neg = _check_scores(pos, neg)
@@ -655,18 +914,58 @@ def _bound(name: str) -> Bound:
 
 
 def takes_option(name: str, option: str) -> bool:
-    """Whether the bound called ``name`` takes the option ``option`` (eqco: alpha); False for a name
-    outside the table (a baseline estimator such as ksg)."""
+    """Whether the bound called ``name`` takes the option ``option``.
+
+    Parameters
+    ----------
+    name : str
+        A bound's name; a name outside :data:`BOUNDS` (a baseline estimator such as ksg) is allowed.
+    option : str
+        An option's name (eqco's ``alpha``, smile's ``clip``, ...).
+
+    Returns
+    -------
+    bool
+        True when the bound's options include ``option``; False for a name outside the table.
+
+    Examples
+    --------
+    >>> from mitool import bounds
+    >>> bounds.takes_option("eqco", "alpha"), bounds.takes_option("infonce", "alpha")
+    (True, False)
+    >>> bounds.takes_option("ksg", "alpha")
+    False
+    """
     return name in BOUNDS and option in BOUNDS[name].option_names
 
 
 def get(name: str, **options: float) -> Callable[[Tensor, Tensor], BoundResult]:
-    """The bound called ``name`` (one of :data:`NAMES`) as a function ``(pos, neg) -> BoundResult``.
+    """The bound called ``name`` as a function ``(pos, neg) -> BoundResult``.
 
-    ``options`` fixes its parameters (:data:`BOUNDS` lists them with their defaults): ``alpha``
-    for eqco (required), ``sigma`` and ``temperature`` for dclw, ``clip`` for smile, ``rate`` for
-    mine. Every call of ``get("mine")`` returns a new :class:`Mine` with its own moving average.
-    Options a bound does not take are ignored when they are None and rejected otherwise.
+    Every call of ``get("mine")`` returns a new :class:`Mine` with its own moving average.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`NAMES`.
+    **options : float
+        The bound's parameters (:data:`BOUNDS` lists them with their defaults): ``alpha`` for
+        eqco (required), ``sigma`` and ``temperature`` for dclw, ``clip`` for smile, ``rate`` for
+        mine. Options a bound does not take are ignored when they are None and rejected otherwise.
+
+    Returns
+    -------
+    callable
+        ``bound(pos, neg) -> BoundResult``, the options fixed.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mitool import bounds
+    >>> pos, neg = torch.full((4,), 5.0), torch.zeros(4, 7)
+    >>> eqco = bounds.get("eqco", alpha=64.0)
+    >>> eqco(pos, neg).mi.item() == bounds.eqco(pos, neg, alpha=64.0).mi.item()
+    True
     """
     bound = _bound(name)
     options = bound.check_options(options)
@@ -684,11 +983,31 @@ def get(name: str, **options: float) -> Callable[[Tensor, Tensor], BoundResult]:
 
 
 def evaluators_for(trained_with: str) -> tuple[str, ...]:
-    """The bounds whose ``mi`` is tight at the critic that training with ``trained_with`` converges
-    to: a critic trained with infonce (optimal only up to a function of the anchor) is scored with
+    """The bounds whose ``mi`` is tight at the critic that training with ``trained_with`` converges to.
+
+    A critic trained with infonce (optimal only up to a function of the anchor) is scored with
     the InfoNCE family; one trained with js (the log-ratio itself) also with dv, smile and js
     (NWJ at f + 1), not with nwj, which needs the critic 1 + log-ratio. A bound outside this list
     still gives a valid number where it is a lower bound, but a loose one (nwj on an
-    InfoNCE-trained critic can be -1e19)."""
+    InfoNCE-trained critic can be -1e19).
+
+    Parameters
+    ----------
+    trained_with : str
+        The name of the bound the critic was trained with (one of :data:`NAMES`).
+
+    Returns
+    -------
+    tuple of str
+        The names of the bounds tight at that critic, in the table's order.
+
+    Examples
+    --------
+    >>> from mitool import bounds
+    >>> bounds.evaluators_for("infonce")
+    ('infonce', 'eqco', 'dcl', 'dclw')
+    >>> "nwj" in bounds.evaluators_for("js")
+    False
+    """
     optimum = _bound(trained_with).critic_optimum
     return tuple(name for name, bound in BOUNDS.items() if optimum in bound.tight_for)

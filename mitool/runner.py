@@ -8,18 +8,19 @@ last, atomically). :func:`run_grid`
 2. checks OUT/config.json against the grid's settings (:class:`SettingsDiffer` names each one
    that differs; rank 0 writes it);
 3. gives cell i to rank i mod WORLD_SIZE (:class:`Launch`, from RANK, WORLD_SIZE and LOCAL_RANK
-   as torchrun sets them; each rank's CUDA device is its LOCAL_RANK's, :meth:`Launch.device`);
+   as torchrun sets them; each rank's CUDA device is its LOCAL_RANK's, :meth:`Launch.device`). A
+   *rank* here is always a process's place among the processes of a launcher (torchrun's RANK),
+   never a listing order or a rank score;
 4. skips the finished cells and runs the others: in this process (``run(cell)``), or each in a
-   process of its own, ``parallel`` at a time (:class:`Processes`, :func:`spawn`);
+   process of its own, ``parallel`` at a time (:class:`Processes`, :func:`mitool.processes.spawn`);
 5. on rank 0, waits for the other ranks' cells with one line naming the ranks awaited, and stops
    with :class:`RanksMissing` naming them when one never starts or stops showing signs of life
    (every rank touches OUT/.ranks/rank<r> every few seconds while it runs).
 
 SIGTERM stops the run as Ctrl-C does (a KeyboardInterrupt where the program is): finished cells
 stay saved, the processes of a cell are terminated (they save what they can) and
-:func:`mitool.cli.common.resumable_run` prints the one line on what is saved. Processes made by
-:func:`spawn` get SIGTERM when the runner dies, however it dies (a parent-death signal), so no run
-goes on alone after a ``kill -9`` of the sweep.
+:func:`mitool.cli.common.resumable_run` prints the one line on what is saved. How processes are
+started and stopped and how signals are caught is :mod:`mitool.processes`.
 """
 
 from __future__ import annotations
@@ -27,9 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -40,20 +39,24 @@ from typing import Any, Protocol
 from mitool import checks
 from mitool.files import atomic_write_json
 from mitool.locks import hold_folder
+from mitool.processes import (
+    Interruption,  # noqa: F401 - vision/train.py imports it from here still
+    sigterm_as_interrupt,
+    spawn,
+    stop_processes,
+)
 
 __all__ = [
     "Launch",
     "Processes",
-    "RanksMissing",
     "RankWait",
+    "RanksMissing",
     "SettingsDiffer",
     "check_config",
     "holding",
+    "local_ranks",
     "make_out",
     "run_grid",
-    "sigterm_as_interrupt",
-    "spawn",
-    "Interruption",
     "versions",
 ]
 
@@ -68,8 +71,8 @@ class Cell(Protocol):
 
 @dataclass(frozen=True)
 class Launch:
-    """This process's place among the processes of a launcher: rank of world, and its local rank
-    on its machine (None without a launcher)."""
+    """This process's place among the processes of a launcher: rank of world (torchrun's RANK of
+    WORLD_SIZE), and its local rank on its machine (LOCAL_RANK; None without a launcher)."""
 
     rank: int = 0
     world: int = 1
@@ -404,87 +407,3 @@ def local_ranks(count: int, command: Sequence[str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-def stop_processes(processes: Sequence[subprocess.Popen], grace_seconds: float = 30.0) -> None:
-    """SIGTERM to each running process, then SIGKILL to those still running after ``grace_seconds``."""
-    running = [process for process in processes if process.poll() is None]
-    for process in running:
-        with contextlib.suppress(ProcessLookupError):
-            process.terminate()
-    deadline = time.monotonic() + grace_seconds
-    for process in running:
-        try:
-            process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """In a child: SIGTERM when the parent dies (Linux prctl PR_SET_PDEATHSIG); a new process group,
-    so that the terminal's Ctrl-C reaches the runner, which stops its children itself."""
-    os.setpgrp()
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
-
-
-def spawn(command: Sequence[str], output: Any, environment: dict[str, str] | None = None) -> subprocess.Popen:
-    """Start ``command`` with its stdout and stderr to ``output`` (an open file); it ends with the runner
-    (see :func:`_die_with_parent`)."""
-    return subprocess.Popen(
-        list(command), stdout=output, stderr=subprocess.STDOUT, env=environment, preexec_fn=_die_with_parent
-    )
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the program is, as Ctrl-C raises KeyboardInterrupt."""
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Within ``with``, SIGTERM stops the program as SIGINT (Ctrl-C) does; in the main thread only."""
-
-    def terminate(number: int, frame: object) -> None:
-        raise Terminated
-
-    try:
-        previous = signal.signal(signal.SIGTERM, terminate)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-class Interruption:
-    """Catches SIGINT and SIGTERM while a run trains (within ``with``, in the main thread): the
-    first one is noted in ``received`` and the run stops after its current step with a
-    checkpoint; a second one stops at once (KeyboardInterrupt)."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self) -> None:
-        self.received: str | None = None
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> Interruption:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {number: signal.signal(number, self._note) for number in self.SIGNALS}
-        return self
-
-    def __exit__(self, *exception: object) -> None:
-        for number, handler in self._previous.items():
-            signal.signal(number, handler)
-        self._previous = {}
-
-    def _note(self, number: int, frame: object) -> None:
-        if self.received is not None:
-            self.__exit__()
-            raise KeyboardInterrupt
-        self.received = signal.Signals(number).name

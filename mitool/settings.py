@@ -9,7 +9,9 @@ settings, the toy study's, the pretraining config. The command line makes its op
 
 A field's metadata: ``help`` (its meaning), ``check`` (``check(name, value) -> value``, run when
 the settings are made; ParameterError naming the field), and optionally ``flag`` (the command
-line's name for it when it is not the field's, ``--mi`` for ``mi_values``).
+line's name for it when it is not the field's, ``--mi`` for ``mi_values``). The same fields make
+the Parameters section of a docstring (:meth:`Settings.parameters`, :func:`with_parameters`): an
+estimator's docstring lists its settings from here.
 
 A setting that several classes have is declared once, in the class that holds it (the training
 fields: :class:`mitool.estimators.base.TrainingSettings`; the networks' size:
@@ -25,11 +27,12 @@ where that differs:
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-__all__ = ["Settings", "setting"]
+__all__ = ["Settings", "setting", "with_parameters"]
 
 
 def setting(
@@ -68,3 +71,28 @@ class Settings:
         metadata = declared.metadata
         chosen = declared.default if default is MISSING else default
         return setting(chosen, metadata["help"], metadata["check"], metadata["flag"])
+
+    @classmethod
+    def parameters(cls) -> str:
+        """The numpydoc Parameters section of these settings, indented by 4 spaces (as in a class's
+        docstring): every field's name, type, default and meaning, as the fields declare them."""
+        lines = ["    Parameters", "    ----------"]
+        for item in fields(cls):
+            kind = item.type if isinstance(item.type, str) else getattr(item.type, "__name__", str(item.type))
+            default = item.default if item.default is not MISSING else item.default_factory()  # type: ignore[misc]
+            lines.append(f"    {item.name} : {kind}, default {default!r}")
+            lines += textwrap.wrap(
+                item.metadata.get("help", ""), 96, initial_indent=" " * 8, subsequent_indent=" " * 8
+            )
+        return "\n".join(lines) + "\n"
+
+
+def with_parameters(docstring: str, settings: type[Settings]) -> str:
+    """``docstring`` (indented as in the source, 4 spaces) with the Parameters section of
+    ``settings`` (:meth:`Settings.parameters`) before its Examples section, or at its end: a class
+    made from settings (an estimator) lists them where they are declared, once."""
+    parameters = settings.parameters()
+    head, marker, examples = docstring.partition("    Examples\n    --------\n")
+    if not marker:
+        return f"{docstring.rstrip()}\n\n{parameters}"
+    return f"{head}{parameters}\n{marker}{examples}"

@@ -122,7 +122,7 @@ def _state(pid: int) -> str | None:
 def test_run_processes_end_when_their_launcher_is_killed_with_sigkill(tmp_path) -> None:
     """The runner's spawn (what ``vision sweep`` starts its runs with): a launcher killed with
     SIGKILL takes its run processes with it."""
-    code = ("import sys, time; from mitool.runner import spawn\n"
+    code = ("import sys, time; from mitool.processes import spawn\n"
             "child = spawn([sys.executable, '-c', 'import time; time.sleep(120)'], open(sys.argv[1], 'w'))\n"
             "print(child.pid, flush=True); time.sleep(120)")  # fmt: skip
     launcher = subprocess.Popen(

@@ -1,5 +1,5 @@
-"""Task formulas: the rho/MI round trip, the sample covariance, the optimal critic, the
-transforms and the staircase; the benchmark families against published values, Monte Carlo and
+"""Task formulas: the rho/MI round trip, the sample covariance, the optimal critic and the
+transforms; the benchmark families against published values, Monte Carlo and
 scipy, the maps' inverses, and the suite."""
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from mitool.tasks import (
     AdditiveUniform,
     CorrelatedGaussian,
     MultivariateNormal,
-    Staircase,
     StudentT,
     block_normal,
     dense_normal,
@@ -49,10 +48,6 @@ def test_rho_and_mi_round_trip_and_published_values() -> None:
         (lambda: CorrelatedGaussian(2, mi=1.0, rho=0.1), "exactly one of mi"),
         (lambda: CorrelatedGaussian(2, mi=1.0, transform="square"), "valid: none, cubic"),
         (lambda: CorrelatedGaussian(2, mi=1.0).sample(0), "n .* >= 1"),
-        (lambda: Staircase([]), "at least one"),
-        (lambda: Staircase([1, -2]), ">= 0"),
-        (lambda: Staircase([1, 2], steps_per_stage=[3]), "one number or 2"),
-        (lambda: Staircase([1], steps_per_stage=0), ">= 1"),
     ],
 )
 def test_bad_arguments(call, message: str) -> None:
@@ -106,16 +101,6 @@ def test_transforms_are_invertible(transform: str) -> None:
     values = torch.linspace(-4, 4, 101, dtype=torch.float64)
     assert torch.allclose(inverse(forward(values)), values, atol=1e-9)
     assert torch.all(torch.diff(forward(values)) > 0)  # strictly increasing, hence MI-preserving
-
-
-def test_staircase_schedule() -> None:
-    stairs = Staircase((2, 4, 6, 8, 10), steps_per_stage=4000)
-    assert stairs.total_steps == 20_000 and len(stairs) == 5
-    assert [stairs.mi_at(s) for s in (0, 3999, 4000, 19_999)] == [2, 2, 4, 10]
-    uneven = Staircase((1, 3), steps_per_stage=[5, 7])
-    assert [(s.start, s.stop) for s in uneven] == [(0, 5), (5, 12)]
-    with pytest.raises(ValueError, match="step must be in"):
-        stairs.stage_at(20_000)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -153,7 +153,7 @@ def _train_one(spec: RunSpec, settings: ToySettings, on_step: Callable[[float], 
     start = time.perf_counter()
     critic = make_run_critic(spec, settings)
     optimiser = _adam(list(critic.parameters()), settings.lr)
-    bound = bounds.get(spec.estimator, **spec.bound_options())
+    bound = bounds.get(spec.bound, **spec.bound_options())
     generator = _data_generator(spec)
     pool = pool_size(spec, settings.batch_size)
     stage_tasks = _stage_tasks(settings)
@@ -197,18 +197,18 @@ def train_sequential(
 _Values = Callable[[Tensor, Tensor, Tensor], tuple[Tensor, Tensor, Tensor]]
 
 
-def _vmapped_bound(estimator: str, options: dict[str, float]) -> _Values:
+def _vmapped_bound(name: str, options: dict[str, float]) -> _Values:
     """The bound over R runs under ``vmap``: (pos (R, B), neg (R, B, K), state (R,)) -> loss (R,),
     mi (R,) and the new state. The state is MINE's log moving average of mean(e^neg), one per run,
     updated by the pure :func:`mitool.bounds.mine`; the other bounds hand it back unchanged."""
-    if bounds.BOUNDS[estimator].stateful:
+    if bounds.BOUNDS[name].stateful:
 
         def stateful(pos: Tensor, neg: Tensor, log_average: Tensor) -> tuple[Tensor, Tensor, Tensor]:
             result, updated = bounds.mine(pos, neg, log_average, **options)
             return result.loss, result.mi, updated
 
         return vmap(stateful)
-    bound = bounds.get(estimator, **options)
+    bound = bounds.get(name, **options)
 
     def stateless(pos: Tensor, neg: Tensor, state: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         result = bound(pos, neg)
@@ -244,12 +244,12 @@ class _Group:
         rows_of: dict[tuple, list[int]] = {}
         for row, position in enumerate(self.alive):
             spec = self.specs[position]
-            key = (spec.estimator, spec.negatives, tuple(spec.bound_options().items()))
+            key = (spec.bound, spec.negatives, tuple(spec.bound_options().items()))
             rows_of.setdefault(key, []).append(row)
         self.subgroups = []
-        for (estimator, negatives, options), rows in rows_of.items():
+        for (bound, negatives, options), rows in rows_of.items():
             index = slice(None) if len(rows) == len(self.alive) else torch.tensor(rows, device=self.device)
-            self.subgroups.append(_Subgroup(_vmapped_bound(estimator, dict(options)), negatives, index))
+            self.subgroups.append(_Subgroup(_vmapped_bound(bound, dict(options)), negatives, index))
         self.alive_index = torch.tensor(self.alive, dtype=torch.long, device=self.device)
 
     def draw(self, task: tasks.CorrelatedGaussian, batch_size: int, pool: int) -> list[Tensor | None]:

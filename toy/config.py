@@ -1,7 +1,7 @@
 """Settings of the toy MI study and their checks.
 
 A *run* trains one critic with one bound on the MI staircase of correlated Gaussians
-(:class:`mitool.tasks.Staircase`, :class:`mitool.tasks.CorrelatedGaussian`): x ~ N(0, I_d),
+(:class:`mitool.toy.staircase.Staircase`, :class:`mitool.tasks.CorrelatedGaussian`): x ~ N(0, I_d),
 y = rho x + sqrt(1 - rho^2) eps, rho set per stage so that I(X; Y) is 2, 4, 6, 8, 10 nats.
 :class:`RunSpec` says what differs between runs (bound, critic, K, alpha, seed);
 :class:`ToySettings` holds what every run of a study shares (the protocol of Poole et al. 2019:
@@ -22,11 +22,12 @@ from mitool import bounds, checks, critics, tasks
 from mitool.bounds import DEFAULT_ALPHA
 from mitool.critics import CriticSettings
 from mitool.settings import Settings, setting
+from mitool.toy.staircase import Staircase
 
 __all__ = [
     "DEFAULT_ALPHA",
+    "DEMO_BOUNDS",
     "DEMO_CRITICS",
-    "DEMO_ESTIMATORS",
     "DEMO_HIDDEN",
     "DEMO_NEGATIVES",
     "STUDY_NEGATIVES",
@@ -38,8 +39,9 @@ __all__ = [
     "check_negatives",
 ]
 
-DEMO_ESTIMATORS: tuple[str, ...] = ("infonce", "eqco", "dcl", "nwj")
-"""The bounds of the default study (``mitool toy demo``, and ``toy sweep``'s default)."""
+DEMO_BOUNDS: tuple[str, ...] = ("infonce", "eqco", "dcl", "nwj")
+"""The bounds of the default study (``mitool toy demo``, and the default of ``toy sweep``'s
+``--estimators``)."""
 
 DEMO_CRITICS: tuple[str, ...] = ("separable", "cosine")
 """The critics of ``mitool toy demo``."""
@@ -81,30 +83,30 @@ class RunSpec:
     bounds see the same data (common random numbers).
     """
 
-    estimator: str
+    bound: str
     critic: str
     negatives: int
     seed: int
     alpha: float | None = None
 
     def __post_init__(self) -> None:
-        checks.choice("estimator", self.estimator, bounds.NAMES)
+        checks.choice("bound", self.bound, bounds.NAMES)
         checks.choice("critic", self.critic, critics.NAMES)
         check_negatives("negatives", self.negatives)
         checks.whole_number("seed", self.seed, 0)
         alpha = None
-        if "alpha" in bounds.BOUNDS[self.estimator].option_names:
+        if "alpha" in bounds.BOUNDS[self.bound].option_names:
             alpha = checks.positive("alpha", DEFAULT_ALPHA if self.alpha is None else self.alpha)
         object.__setattr__(self, "alpha", alpha)
 
     def bound_options(self) -> dict[str, float]:
         """Keyword options for ``mitool.bounds.get``: the run's alpha where the bound takes it,
         the table's defaults for the rest."""
-        return bounds.BOUNDS[self.estimator].pick_options({"alpha": self.alpha})
+        return bounds.BOUNDS[self.bound].pick_options({"alpha": self.alpha})
 
     def label(self) -> str:
         alpha = f", alpha={self.alpha:g}" if self.alpha is not None else ""
-        return f"{self.estimator}, {self.critic} critic, K={self.negatives}{alpha}, seed {self.seed}"
+        return f"{self.bound}, {self.critic} critic, K={self.negatives}{alpha}, seed {self.seed}"
 
 
 def _stages(name: str, values: object) -> tuple[float, ...]:
@@ -152,8 +154,8 @@ class ToySettings(Settings):
     device: str = CriticSettings.shared("device")
 
     @property
-    def staircase(self) -> tasks.Staircase:
-        return tasks.Staircase(self.mi_values, self.steps_per_stage)
+    def staircase(self) -> Staircase:
+        return Staircase(self.mi_values, self.steps_per_stage)
 
     @property
     def total_steps(self) -> int:

@@ -69,9 +69,9 @@ _RING = {"marker": "o", "markersize": 9, "markerfacecolor": "none", "markeredgec
 _CROSS = {"marker": "x", "markersize": 8, "color": "red", "mew": 2, "linestyle": ""}
 
 
-def colour_of(estimator: str) -> str:
+def colour_of(bound: str) -> str:
     """The bound's colour: its place in :data:`mitool.bounds.NAMES` in matplotlib's cycle."""
-    return f"C{bounds.NAMES.index(estimator) % 10}" if estimator in bounds.NAMES else "black"
+    return f"C{bounds.NAMES.index(bound) % 10}" if bound in bounds.NAMES else "black"
 
 
 def style_of(critic: str) -> str:
@@ -165,7 +165,8 @@ def _mark_diverged(
 def _panel_lines(
     rows: Sequence[dict[str, str]], column: str
 ) -> dict[tuple[str, str], tuple[np.ndarray, ...]]:
-    """(estimator, critic) -> (K, value, spread over seeds, diverged?, alpha) sorted by K."""
+    """(bound, critic) -> (K, value, spread over seeds, diverged?, alpha) sorted by K (the CSVs name
+    the bound's column ``estimator``)."""
     spread_column = _STATISTICS[column][1]
     lines: dict[tuple[str, str], list[dict[str, str]]] = defaultdict(list)
     for row in rows:
@@ -183,13 +184,13 @@ def _panel_lines(
     return result
 
 
-def _order(estimator: str) -> int:
-    return bounds.NAMES.index(estimator) if estimator in bounds.NAMES else len(bounds.NAMES)
+def _order(bound: str) -> int:
+    return bounds.NAMES.index(bound) if bound in bounds.NAMES else len(bounds.NAMES)
 
 
-def _cap_minus_truth(estimator: str, ks: np.ndarray, alphas: np.ndarray, true_mi: float) -> np.ndarray | None:
-    """The bound's ceiling (log(K + 1); EqCo's log(alpha + 1)) minus the true MI, or None."""
-    bound = bounds.BOUNDS.get(estimator)
+def _cap_minus_truth(name: str, ks: np.ndarray, alphas: np.ndarray, true_mi: float) -> np.ndarray | None:
+    """The ceiling of bound ``name`` (log(K + 1); EqCo's log(alpha + 1)) minus the true MI, or None."""
+    bound = bounds.BOUNDS.get(name)
     if bound is None or bound.form != "coupled":
         return None
     caps = []
@@ -218,19 +219,19 @@ def _draw_panel(
         axis.axhline(0.0, color="black", linewidth=0.8)
     else:
         _log_axis(axis, shown)
-    for (estimator, critic), (ks, values, spread, diverged, alphas) in lines.items():
-        colour = colour_of(estimator)
+    for (bound, critic), (ks, values, spread, diverged, alphas) in lines.items():
+        colour = colour_of(bound)
         axis.plot(ks, values, style_of(critic), marker="o", markersize=3.5, color=colour, linewidth=1.4)
         if np.isfinite(spread).any():
             axis.fill_between(ks, values - spread, values + spread, color=colour, alpha=0.15, linewidth=0)
             drawn["band"] = True
         drawn["clipped"] |= _mark_clipped(axis, ks, values, low, high, colour)
-        name = f"{estimator}, {critic}" if several_critics else estimator
+        name = f"{bound}, {critic}" if several_critics else bound
         some, every = _mark_diverged(axis, ks, np.clip(values, low, high), diverged, name, colour, crosses)
         drawn["some diverged"] |= some
         if every:
             crossed.append(name)
-        cap = _cap_minus_truth(estimator, ks, alphas, true_mi) if column == "bias" else None
+        cap = _cap_minus_truth(bound, ks, alphas, true_mi) if column == "bias" else None
         if cap is not None and np.isfinite(cap).any():
             axis.plot(ks, cap, ":", color=colour, linewidth=1.0)
             drawn["cap"] = True
@@ -244,10 +245,10 @@ def _legend_entries(
 ) -> tuple[list[Line2D], list[str]]:
     """Entries for what is drawn only: the bounds (colours), the critics (styles) when several, the
     marks; the red cross names the lines every seed of which diverged."""
-    estimators = sorted({row["estimator"] for row in summary}, key=_order)
+    bound_names = sorted({row["estimator"] for row in summary}, key=_order)
     critic_names = sorted({row["critic"] for row in summary}, key=lambda c: style_of(c))
-    handles = [Line2D([], [], color=colour_of(name), marker="o", markersize=3.5) for name in estimators]
-    labels = list(estimators)
+    handles = [Line2D([], [], color=colour_of(name), marker="o", markersize=3.5) for name in bound_names]
+    labels = list(bound_names)
     if len(critic_names) > 1:
         handles += [Line2D([], [], color="0.3", linestyle=style_of(name)) for name in critic_names]
         labels += [f"{name} critic" for name in critic_names]
@@ -338,17 +339,17 @@ def _ema(values: np.ndarray, weight: float) -> np.ndarray:
 
 
 def _estimates_by_bound(curves: Sequence[dict[str, str]], total: int) -> dict[str, np.ndarray]:
-    """estimator -> (seeds, steps) estimates, NaN after a run stopped."""
+    """bound -> (seeds, steps) estimates, NaN after a run stopped."""
     by_seed: dict[str, dict[int, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
     for row in curves:
         by_seed[row["estimator"]][int(row["seed"])].append((int(row["step"]), _float(row["estimate"])))
     result = {}
-    for estimator in sorted(by_seed, key=_order):
-        matrix = np.full((len(by_seed[estimator]), total), np.nan)
-        for row, points in enumerate(by_seed[estimator].values()):
+    for bound in sorted(by_seed, key=_order):
+        matrix = np.full((len(by_seed[bound]), total), np.nan)
+        for row, points in enumerate(by_seed[bound].values()):
             steps, values = np.array(points).T
             matrix[row, steps.astype(int)] = values
-        result[estimator] = matrix
+        result[bound] = matrix
     return result
 
 
@@ -380,11 +381,11 @@ def _mark_clipped_line(axis: Axes, steps: np.ndarray, line: np.ndarray, low: flo
     return marked
 
 
-def _caps(curves: Sequence[dict[str, str]], estimators: Sequence[str], negatives: int) -> dict[str, float]:
-    """estimator -> the ceiling of its estimate (log(K + 1); EqCo's log(alpha + 1)) where it has one."""
+def _caps(curves: Sequence[dict[str, str]], bound_names: Sequence[str], negatives: int) -> dict[str, float]:
+    """bound -> the ceiling of its estimate (log(K + 1); EqCo's log(alpha + 1)) where it has one."""
     alphas = {row["estimator"]: _float(row.get("alpha")) for row in curves}
     caps = {}
-    for name in estimators:
+    for name in bound_names:
         cap = _cap_minus_truth(name, np.array([negatives]), np.array([alphas.get(name, math.nan)]), 0.0)
         if cap is not None and np.isfinite(cap[0]):
             caps[name] = float(cap[0])

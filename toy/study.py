@@ -4,7 +4,8 @@ A *cell* is one critic and one K: every requested bound, EqCo's alpha and every 
 trained together as one batched model (:func:`mitool.toy.batched.train_vectorised`). A cell writes
 
 * ``curves.csv``: run, estimator, critic, negatives, alpha, seed, step, true_mi, estimate;
-* ``summary.csv``: one row per (estimator, critic, negatives, alpha, true_mi), see :func:`summarize`;
+* ``summary.csv``: one row per (estimator, critic, negatives, alpha, true_mi), see :func:`summarize`
+  (in both files the column ``estimator`` holds the bound, as the command line's ``--estimators``);
 * ``done.json``: written last; a cell is finished exactly when it exists;
 * ``stage.pt`` while it trains: its state at the end of the last finished stage, from which a
   stopped cell goes on (the same results as straight through), removed when the cell is done.
@@ -28,16 +29,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mitool import bounds, checks, critics, tasks
+from mitool import bounds, checks, critics
 from mitool.files import atomic_write_json, read_csv, write_csv
 from mitool.runner import Launch, check_config, holding, run_grid, versions
 from mitool.settings import Settings, setting
 
 if TYPE_CHECKING:
     from mitool.toy.batched import ProgressCallback, RunRecord
+    from mitool.toy.staircase import Stage
 from mitool.toy.config import (
     DEFAULT_ALPHA,
-    DEMO_ESTIMATORS,
+    DEMO_BOUNDS,
     MAX_NEGATIVES,
     STUDY_NEGATIVES,
     RunSpec,
@@ -116,10 +118,12 @@ _BOUNDS_HELP = "; ".join(f"{name}: {bound.summary}" for name, bound in bounds.BO
 @dataclass(frozen=True)
 class Grid(Settings):
     """What a study varies: bounds, critics, K values, EqCo's alpha, and the seeds first_seed,
-    first_seed + 1, ..., first_seed + seeds - 1 (the options of ``toy run`` and ``toy sweep``)."""
+    first_seed + 1, ..., first_seed + seeds - 1 (the options of ``toy run`` and ``toy sweep``).
+    ``bounds`` is the command line's ``--estimators`` (each estimator of the toy study is a bound
+    of :data:`mitool.bounds.BOUNDS`) and config.json's ``estimators``."""
 
-    estimators: tuple[str, ...] = setting(
-        DEMO_ESTIMATORS, f"The bounds to train, of: {_BOUNDS_HELP}.", _names_of(bounds.NAMES)
+    bounds: tuple[str, ...] = setting(
+        DEMO_BOUNDS, f"The bounds to train, of: {_BOUNDS_HELP}.", _names_of(bounds.NAMES), flag="--estimators"
     )
     critics: tuple[str, ...] = setting(
         ("separable",),
@@ -142,7 +146,7 @@ class Grid(Settings):
 
     def as_dict(self) -> dict:
         return {
-            "estimators": list(self.estimators),
+            "estimators": list(self.bounds),  # the name resumable sweeps' config.json files hold
             "critics": list(self.critics),
             "negatives": list(self.negatives),
             "alpha": self.alpha,
@@ -151,16 +155,16 @@ class Grid(Settings):
 
 
 def cell_specs(grid: Grid, critic: str, negatives: int) -> list[RunSpec]:
-    """The runs of one cell: every estimator and seed at this critic and K."""
+    """The runs of one cell: every bound and seed at this critic and K."""
     return [
         RunSpec(
-            estimator,
+            bound,
             critic,
             negatives,
             seed,
-            alpha=grid.alpha if bounds.takes_option(estimator, "alpha") else None,
+            alpha=grid.alpha if bounds.takes_option(bound, "alpha") else None,
         )
-        for estimator in grid.estimators
+        for bound in grid.bounds
         for seed in range(grid.first_seed, grid.first_seed + grid.seeds)
     ]
 
@@ -174,7 +178,7 @@ def _alpha_text(spec: RunSpec) -> str:
 
 
 def summarize(records: Sequence[RunRecord], settings: ToySettings) -> list[list[object]]:
-    """Rows of :data:`SUMMARY_COLUMNS`, one per (estimator, critic, K, alpha, stage).
+    """Rows of :data:`SUMMARY_COLUMNS`, one per (bound, critic, K, alpha, stage).
 
     Over the seeds that had not diverged by the end of the stage, with the estimates e_t of the
     last half of the stage pooled over steps and seeds and I the stage's true MI:
@@ -188,14 +192,14 @@ def summarize(records: Sequence[RunRecord], settings: ToySettings) -> list[list[
     groups: dict[tuple, list[RunRecord]] = {}
     for record in records:
         spec = record.spec
-        groups.setdefault((spec.estimator, spec.critic, spec.negatives, _alpha_text(spec)), []).append(record)
+        groups.setdefault((spec.bound, spec.critic, spec.negatives, _alpha_text(spec)), []).append(record)
     rows = []
-    for (estimator, critic, negatives, alpha), members in groups.items():
+    for (bound, critic, negatives, alpha), members in groups.items():
         for stage in settings.staircase:
             finished = [r for r in members if r.diverged_step is None or r.diverged_step >= stage.stop]
             pooled, spread = _stage_statistics(finished, stage, settings.total_steps)
             rows.append(
-                [estimator, critic, negatives, alpha, f"{stage.mi:g}", len(finished)]
+                [bound, critic, negatives, alpha, f"{stage.mi:g}", len(finished)]
                 + [_number(v) for v in pooled]
                 + [len(members) - len(finished)]
                 + [_number(v) for v in spread]
@@ -204,7 +208,7 @@ def summarize(records: Sequence[RunRecord], settings: ToySettings) -> list[list[
 
 
 def _stage_statistics(
-    finished: Sequence[RunRecord], stage: tasks.Stage, total_steps: int
+    finished: Sequence[RunRecord], stage: Stage, total_steps: int
 ) -> tuple[list[float], list[float]]:
     """(mean, bias, std, mse, grad_norm, steps_per_s) pooled over the seeds, and the standard
     deviation over seeds of each seed's (bias, std, grad_norm); see :func:`summarize`."""
@@ -239,7 +243,7 @@ def curve_rows(records: Sequence[RunRecord], settings: ToySettings, first_run: i
     for number, record in enumerate(records, start=first_run):
         spec = record.spec
         steps = settings.total_steps if record.diverged_step is None else record.diverged_step
-        fixed = [number, spec.estimator, spec.critic, spec.negatives, _alpha_text(spec), spec.seed]
+        fixed = [number, spec.bound, spec.critic, spec.negatives, _alpha_text(spec), spec.seed]
         for step in range(steps):
             rows.append(fixed + [step, f"{true_mi[step]:g}", f"{record.estimates[step]:.6g}"])
     return rows

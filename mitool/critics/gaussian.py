@@ -13,7 +13,9 @@ Gaussian (X, Y) the log density ratio is then the sum over the pairs of the biva
 exact (with the true parameters) for Gaussian data: InfoNCE at this critic reaches the MI up to its
 own small bias. Keeping r canonical pairs of min(dx, dy) (``rank``) drops the noise of the weak
 ones, which a held-out bound pays for in high dimension (a 50 x 50 Gaussian has one canonical
-pair; its 49 sampled others only cost).
+pair; its 49 sampled others only cost). A critic's *rank* is this r, the number of canonical pairs
+it keeps (the rank of its interaction matrix): not a rank score (``normalise="rank"``), a listing
+order or a process's rank under torchrun.
 
 The same critic on richer features is a critic too: with the coordinates at unit scale (as the
 estimators prepare them), phi(x) = [x, x (|x|^2 / d - 1)] adds each coordinate times the centred

@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Union
 import numpy as np
 
 from mitool import checks
-from mitool.settings import Settings, setting
+from mitool.settings import Settings, setting, with_parameters
 
 __all__ = [
     "CASES",
@@ -221,7 +221,18 @@ class Estimator:
 
     name: the registry's name. summary: one line. value_is: what the value is (a bound or an
     estimate, its ceiling), to follow "its value is". cases: the keys of :data:`CASES` it takes.
-    Settings: its settings dataclass."""
+    Settings: its settings dataclass. A subclass's docstring gets the Parameters section of its
+    Settings before its Examples (:func:`mitool.settings.with_parameters`): the settings are
+    described where they are declared, once.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mitool import estimators
+    >>> estimator = estimators.get("gaussian", subsets=5)      # an Estimator, by name
+    >>> estimator.name, estimator.settings.subsets, "continuous" in estimator.cases
+    ('gaussian', 5, True)
+    """
 
     name: ClassVar[str]
     summary: ClassVar[str]
@@ -235,6 +246,11 @@ class Estimator:
     trains_together: ClassVar[bool] = False
     """Whether :meth:`estimate_many` hands the data sets to :meth:`_estimate_many` together (the
     neural estimators train their critics as one model); otherwise it estimates them one by one."""
+
+    def __init_subclass__(cls, **options: Any) -> None:
+        super().__init_subclass__(**options)
+        if cls.__doc__ and "    Parameters\n" not in cls.__doc__:
+            cls.__doc__ = with_parameters(cls.__doc__, cls.Settings)
 
     def __init__(self, **settings: object) -> None:
         known = self.Settings.names()
@@ -255,8 +271,34 @@ class Estimator:
     def estimate(
         self, x: object, y: object, z: object | None = None, seed: int = 0, progress: Progress | None = None
     ) -> Estimate:
-        """The estimate of I(X; Y) (or I(X; Y | Z)) from rows: x (n, dx), y (n, dy), z (n, dz) as
-        numpy arrays, tensors or lists (1-D: one column), row i of each belonging together."""
+        """The estimate of I(X; Y), or I(X; Y | Z), in nats from paired rows.
+
+        Parameters
+        ----------
+        x, y : array_like, shape (n, dx) and (n, dy), or (n,)
+            Numpy arrays, tensors or lists (1-D: one column), row i of each belonging together.
+        z : array_like, shape (n, dz), optional
+            The variables to condition on (the estimators whose :attr:`cases` hold "conditional").
+        seed : int
+            The estimate's randomness (split, initial weights, subsets).
+        progress : callable, optional
+            ``progress(done, total, value)``, called as the estimator goes.
+
+        Returns
+        -------
+        Estimate
+            The value, its standard error and interval, what the interval covers, the time
+            (``seconds``) and the estimator's ``details``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from mitool import estimators
+        >>> x, noise = np.random.default_rng(3).normal(size=(2, 1000))
+        >>> result = estimators.get("gaussian").estimate(x, noise - x)       # I = log(2) / 2 = 0.35 nats
+        >>> bool(result.ci_low < 0.35 < result.ci_high), result.n_pairs
+        (True, 1000)
+        """
         rows = as_rows(x, y, z)
         self._check_size(rows)
         start = time.perf_counter()

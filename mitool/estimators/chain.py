@@ -23,6 +23,25 @@ __all__ = ["NeuralChain"]
 
 
 class NeuralChain(Estimator):
+    """Conditional MI by the chain rule, I(X; Y | Z) = I(X; (Y, Z)) - I(X; Z), each term an
+    InfoNCE estimate (:class:`mitool.estimators.neural.InfoNCE`, its settings) on one split of the
+    pairs with one seed; the interval combines the two terms' standard errors.
+
+    Examples
+    --------
+    X = Z + e1 and Y = X + e2: I(X; Y | Z) = log(2) / 2 = 0.35 nats.
+
+    >>> import numpy as np
+    >>> from mitool import estimators
+    >>> rng = np.random.default_rng(0)
+    >>> z = rng.normal(size=1000)
+    >>> x = z + rng.normal(size=1000)
+    >>> estimator = estimators.get("neural-chain", steps=50, hidden=16, hidden_layers=1, batch_size=32)
+    >>> result = estimator.estimate(x, x + rng.normal(size=1000), z)
+    >>> bool(abs(result.value - 0.35) < 0.25), sorted(result.details)[:2]
+    (True, ['I(X; (Y, Z))', 'I(X; Z)'])
+    """
+
     name = "neural-chain"
     summary = "conditional MI by the chain rule, I(X; (Y, Z)) - I(X; Z), two neural estimates on one split"
     value_is = "an estimate of I(X; Y | Z), the difference of two lower bounds"

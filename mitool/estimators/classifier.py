@@ -70,6 +70,24 @@ def _log_likelihoods(network: Any, x: Any, labels: Any) -> np.ndarray:
 
 
 class Classifier(Estimator):
+    """The held-out cross-entropy of an MLP classifier of the discrete Y from the continuous X:
+    I(X; Y) >= H(Y) + E log q(y | x) (Barber & Agakov 2003), the mean over held-out pairs of
+    log q(y_i | x_i) - log p(y_i), a lower bound up to sampling.
+
+    Examples
+    --------
+    X uniform on [0, 1] for class 0 and on [1, 2] for class 1: I = log 2 = 0.69 nats.
+
+    >>> import numpy as np
+    >>> from mitool import estimators
+    >>> rng = np.random.default_rng(0)
+    >>> labels = rng.integers(0, 2, size=1000)
+    >>> settings = dict(steps=200, lr=1e-2, batch_size=64, hidden=32, hidden_layers=1)
+    >>> result = estimators.get("classifier", **settings).estimate(labels + rng.random(1000), labels)
+    >>> bool(0.5 < result.value < 0.75)
+    True
+    """
+
     name = "classifier"
     summary = "held-out cross-entropy of an MLP classifier of the discrete Y from the continuous X"
     value_is = "a lower bound, H(Y) - cross-entropy, up to sampling"

@@ -262,7 +262,7 @@ def _batches(
 
 def train_critics(
     stack: StackedCritics,
-    estimator: str,
+    bound: str,
     options: Mapping[str, float],
     fit: FitRows,
     validation: Sequence[tuple[Tensor, Tensor]],
@@ -272,13 +272,13 @@ def train_critics(
     progress: Callable[[int, int, float], None] | None = None,
     base: GaussianCritics | None = None,
 ) -> Training:
-    """Train the R critics of ``stack`` with bound ``estimator`` on their fit rows and leave each at
-    its best validation value (see the module); with a ``base``, run r's critic is base_r + network_r
-    and its validation is scored before the first step too (the network starts at zero, so the base
-    alone may be kept). A run whose training estimate runs away stops there (its :class:`Training`
-    entries say where)."""
+    """Train the R critics of ``stack`` with the bound called ``bound`` (a name of
+    :data:`mitool.bounds.BOUNDS`) on their fit rows and leave each at its best validation value (see
+    the module); with a ``base``, run r's critic is base_r + network_r and its validation is scored
+    before the first step too (the network starts at zero, so the base alone may be kept). A run
+    whose training estimate runs away stops there (its :class:`Training` entries say where)."""
     runs = fit.x.shape[0]
-    values_of = training_values(estimator, options)
+    values_of = training_values(bound, options)
     state = torch.full((runs,), math.nan, device=fit.x.device)
     optimiser = torch.optim.AdamW(
         stack.parameters(), lr=schedule.lr, weight_decay=schedule.weight_decay, fused=True

@@ -81,6 +81,27 @@ class KSGSettings(SubsetSettings):
 
 
 class KSG(Estimator):
+    """KSG: the k-nearest-neighbour estimate of I(X; Y) of Kraskov, Stoegbauer & Grassberger (2004),
+    estimator I, on standardised (or rank-scored) data,
+
+        I = psi(k) + psi(n) - mean_i [psi(n_x(i) + 1) + psi(n_y(i) + 1)]
+
+    (the module says what the counts are), with a Student-t interval from disjoint subsets of the
+    pairs. It refuses data with ties, which are for ``mixed-ksg`` or ``atoms``.
+
+    Examples
+    --------
+    An increasing map of Y (sinh) leaves the MI at log(5) / 2 = 0.80 nats; on rank scores KSG sees
+    through it:
+
+    >>> import numpy as np
+    >>> from mitool import estimators
+    >>> x, noise = np.random.default_rng(0).normal(size=(2, 1000))
+    >>> result = estimators.get("ksg", k=5, normalise="rank").estimate(x, np.sinh(x + 0.5 * noise))
+    >>> bool(abs(result.value - 0.80) < 0.1), result.details["k"]
+    (True, 5)
+    """
+
     name = "ksg"
     summary = "KSG nearest neighbours (estimator I, max-norm, standardised data)"
     value_is = "an estimate, biased downwards in high dimension and at high MI"

@@ -51,6 +51,27 @@ class MixedKSGSettings(SubsetSettings):
 
 
 class MixedKSG(Estimator):
+    """The k-nearest-neighbour estimate of Gao, Kannan, Oh & Viswanath (NeurIPS 2017) for
+    discrete-continuous mixtures: KSG made right for data with ties or atoms,
+
+        I = mean_i [ psi(k_i) + log n - log(n_x,i + 1) - log(n_y,i + 1) ]
+
+    (the module says what the counts are), consistent for continuous, discrete and mixed laws alike,
+    with an interval from disjoint subsets of the pairs.
+
+    Examples
+    --------
+    Discrete X and Y: Y is X with probability 0.8, else X + 1 (mod 4); I = 0.89 nats.
+
+    >>> import numpy as np
+    >>> from mitool import estimators
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.integers(0, 4, size=2000)
+    >>> result = estimators.get("mixed-ksg").estimate(x, (x + (rng.random(2000) < 0.2)) % 4)
+    >>> bool(abs(result.value - 0.89) < 0.1)
+    True
+    """
+
     name = "mixed-ksg"
     summary = "Gao et al.'s k-NN estimator for discrete-continuous mixtures (data with ties or atoms)"
     value_is = "an estimate, consistent for continuous, discrete and mixed data"

@@ -13,7 +13,7 @@ An estimate is made in five steps:
    pairs (``"rank"``, the default) or by its z-score (``"standard"``), maps fitted on the training
    rows; both are increasing per coordinate, so the MI does not change.
 3. ``base``: the log density ratio of the Gaussian fitted to the training rows (in canonical
-   coordinates, kept to the rank r whose validation InfoNCE is highest:
+   coordinates, kept to the rank r, the number of canonical pairs, whose validation InfoNCE is highest:
    :func:`mitool.critics.gaussian.fit_gaussian_critics`) is the critic's start, and the network,
    which starts at zero, learns the correction: f(x, y) = f_Gauss(x, y) + g(x) . h(y).
 4. :func:`mitool.estimators.critic_training.train_critics`: ``ensemble`` critics per data set
@@ -197,38 +197,39 @@ class NeuralSettings(EstimatorSettings):
     device: str = _critic_setting("device")
 
 
-def check_evaluator(estimator: str, evaluator: str) -> str:
-    """``evaluator`` when it is tight for a critic trained with ``estimator``
-    (:func:`mitool.bounds.evaluators_for`), else ParameterError saying which are."""
+def check_evaluator(bound: str, evaluator: str) -> str:
+    """``evaluator`` when it is tight for a critic trained with the bound called ``bound`` (the
+    neural estimator's name; :func:`mitool.bounds.evaluators_for`), else ParameterError saying
+    which are."""
     checks.choice("evaluator", evaluator, bounds.NAMES)
-    allowed = bounds.evaluators_for(estimator)
+    allowed = bounds.evaluators_for(bound)
     if evaluator not in allowed:
-        optimum = bounds.CRITIC_OPTIMA[bounds.BOUNDS[estimator].critic_optimum]
+        optimum = bounds.CRITIC_OPTIMA[bounds.BOUNDS[bound].critic_optimum]
         raise checks.ParameterError(
             "evaluator",
-            f"{evaluator!r} is not tight for a critic trained with {estimator!r} (which converges to "
+            f"{evaluator!r} is not tight for a critic trained with {bound!r} (which converges to "
             f"{optimum}) and can be arbitrarily wrong; use one of {', '.join(allowed)}",
         )
     return evaluator
 
 
-def _check_bounded(estimator: str, critic: str) -> None:
+def _check_bounded(bound: str, critic: str) -> None:
     """DCL and DCLW drop the positive from the denominator: with unbounded scores their loss has
     no lower bound and the estimate runs away (+165 nats at 10 true nats in the toy demo)."""
-    if bounds.BOUNDS[estimator].form in ("decoupled", "weighted") and critic not in BOUNDED_CRITICS:
+    if bounds.BOUNDS[bound].form in ("decoupled", "weighted") and critic not in BOUNDED_CRITICS:
         raise checks.ParameterError(
             "critic",
-            f"{critic!r} has unbounded scores, with which {estimator}'s loss has no lower bound and its "
+            f"{critic!r} has unbounded scores, with which {bound}'s loss has no lower bound and its "
             "estimate runs away; use critic='cosine' (scores in [-1/T, 1/T]) or estimator='infonce'",
         )
 
 
-def _divergence_message(estimator: str, critic: str, step: int, value: float, where: str) -> str:
+def _divergence_message(bound: str, critic: str, step: int, value: float, where: str) -> str:
     advice = "use infonce (capped at log K, never runs away) or smile (bounded variance)"
-    if bounds.BOUNDS[estimator].form in ("decoupled", "weighted"):
+    if bounds.BOUNDS[bound].form in ("decoupled", "weighted"):
         advice = "use the bounded cosine critic (critic='cosine') or estimator='infonce'"
     return (
-        f"the {estimator} estimate with the {critic} critic ran away {where} at step {step} "
+        f"the {bound} estimate with the {critic} critic ran away {where} at step {step} "
         f"({value:.4g} nats: not finite or beyond {bounds.DIVERGENCE_THRESHOLD:g}); {advice}"
     )
 
@@ -492,7 +493,9 @@ def _uses_base(settings: NeuralSettings) -> bool:
 class _Runs:
     """The runs of an estimate: for each data set its splits (one, or the folds), for each split
     ``ensemble`` members; run r's prepared fit rows (stacked, padded), validation and test rows, its
-    seed, and its Gaussian base (and what of it was kept) when there is one."""
+    seed, and its Gaussian base (and what of it was kept) when there is one. ``base_ranks`` and
+    ``radial_ranks``: each run's Gaussian critic's rank, the canonical pairs it keeps
+    (:mod:`mitool.critics.gaussian`)."""
 
     fit: Any
     validation: list[tuple[Any, Any]]
@@ -640,9 +643,31 @@ def _estimator_for(name: str, class_name: str) -> type[NeuralEstimator]:
     settings.__module__, settings.__qualname__ = __name__, f"{class_name}.Settings"  # importable, picklable
     settings.__doc__ = f"{NeuralSettings.__doc__} With the options of {name} and its evaluators."
     attributes = {"name": name, "bound": name, "summary": bound.summary, "value_is": bound.estimate,
-                  "Settings": settings, "__doc__": f"{bound.summary}: {bound.estimate}.",
-                  "__module__": __name__}  # fmt: skip
+                  "Settings": settings, "__doc__": _docstring(name), "__module__": __name__}  # fmt: skip
     return type(class_name, (NeuralEstimator,), attributes)
+
+
+def _docstring(name: str) -> str:
+    """The docstring of the estimator of the bound called ``name`` (its Parameters, the settings,
+    are added by :class:`~mitool.estimators.base.Estimator`), with an example that trains for 50 steps."""
+    bound = bounds.BOUNDS[name]
+    critic = ', critic="cosine"' if name in ("dcl", "dclw") else ""  # their loss needs bounded scores
+    return f"""{bound.summary}: {bound.estimate}.
+
+    A critic trained with :func:`mitool.bounds.{name}` (its formula and paper) on part of the pairs and
+    scored on the others with the ``evaluator`` (by default {name} itself); the module says how.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mitool import estimators
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=300)
+    >>> y = x + 0.5 * rng.normal(size=300)              # I(X; Y) = log(5) / 2 = 0.80 nats
+    >>> estimator = estimators.get("{name}", steps=50, hidden=16, hidden_layers=1, batch_size=32{critic})
+    >>> bool(abs(estimator.estimate(x, y).value - 0.80) < 0.35)
+    True
+    """
 
 
 InfoNCE = _estimator_for("infonce", "InfoNCE")

@@ -4,9 +4,11 @@
   validation part (it chooses the critic's step) and a test part (it gives the estimate);
   :func:`fold_splits` cuts the pairs into k folds instead, each fold the test part of one split
   (cross-fitting: every pair gives the estimate once).
-* :func:`normal_scores` (rank normal scores) and :func:`standardise` (z-scores): each coordinate
+* :func:`normal_scores` (rank normal scores: Phi^-1 of a value's rank among the training rows, the
+  ``"rank"`` of the estimators' ``normalise``) and :func:`standardise` (z-scores): each coordinate
   mapped by a function fitted on the training rows; both are increasing per coordinate, so the MI
-  does not change (:data:`PREPARATIONS`).
+  does not change (:data:`PREPARATIONS`). "rank" here is a value's place in sorted order, not a
+  listing order (:attr:`mitool.estimators.base.Estimator.rank`) or a process's rank.
 * :func:`canonical_maps`: invertible linear maps to canonical (CCA) coordinates.
 """
 

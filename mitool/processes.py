@@ -1,0 +1,110 @@
+"""The processes the runs start and the signals that stop them, for every grid of runs (the toy
+sweep, the MI benchmark, the vision sweep; :mod:`mitool.runner`) and for one training run.
+
+* :func:`spawn` starts a child that gets SIGTERM when its parent dies, however it dies (a
+  parent-death signal), so no run goes on alone after a ``kill -9`` of the sweep;
+  :func:`stop_processes` ends children: SIGTERM, then SIGKILL after a grace period.
+* :func:`sigterm_as_interrupt`: SIGTERM stops the program as Ctrl-C does (:class:`Terminated`, a
+  KeyboardInterrupt, raised where the program is), so finished cells stay saved and
+  :func:`mitool.cli.common.resumable_run` prints the one line on what is saved.
+* :class:`Interruption`: a training run notes the first SIGINT or SIGTERM and stops after its
+  current step with a checkpoint; a second one stops at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+__all__ = ["Interruption", "Terminated", "sigterm_as_interrupt", "spawn", "stop_processes"]
+
+
+def stop_processes(processes: Sequence[subprocess.Popen], grace_seconds: float = 30.0) -> None:
+    """SIGTERM to each running process, then SIGKILL to those still running after ``grace_seconds``."""
+    running = [process for process in processes if process.poll() is None]
+    for process in running:
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+    deadline = time.monotonic() + grace_seconds
+    for process in running:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """In a child: SIGTERM when the parent dies (Linux prctl PR_SET_PDEATHSIG); a new process group,
+    so that the terminal's Ctrl-C reaches the runner, which stops its children itself."""
+    os.setpgrp()
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+
+
+def spawn(command: Sequence[str], output: Any, environment: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start ``command`` with its stdout and stderr to ``output`` (an open file); it ends with the runner
+    (see :func:`_die_with_parent`)."""
+    return subprocess.Popen(
+        list(command), stdout=output, stderr=subprocess.STDOUT, env=environment, preexec_fn=_die_with_parent
+    )
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, as Ctrl-C raises KeyboardInterrupt."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within ``with``, SIGTERM stops the program as SIGINT (Ctrl-C) does; in the main thread only."""
+
+    def terminate(number: int, frame: object) -> None:
+        raise Terminated
+
+    try:
+        previous = signal.signal(signal.SIGTERM, terminate)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class Interruption:
+    """Catches SIGINT and SIGTERM while a run trains (within ``with``, in the main thread): the
+    first one is noted in ``received`` and the run stops after its current step with a
+    checkpoint; a second one stops at once (KeyboardInterrupt)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> Interruption:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {number: signal.signal(number, self._note) for number in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        self._previous = {}
+
+    def _note(self, number: int, frame: object) -> None:
+        if self.received is not None:
+            self.__exit__()
+            raise KeyboardInterrupt
+        self.received = signal.Signals(number).name
