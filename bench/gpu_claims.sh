@@ -19,6 +19,14 @@
 #      each library at a time (mitool's views made on the GPU, lightly's CPU transforms, as many
 #      loader workers each); lightly comes from bench/.wheels (see below) when not installed
 # Optional parts (each for a session of its own):
+#   nnclr (GPU_CLAIMS_PARTS=nnclr, about 5 minutes): the NNCLR grid of bench/claims_cpu.sh nnclr at GPU
+#      scale: NNCLR + DCL, NNCLR + InfoNCE and SimCLR + DCL, 3 seeds, equal steps (GPU_CLAIMS_EPOCHS_NNCLR
+#      epochs, default 8, of batch 512), resnet18 with the small stem, full Fashion-MNIST, bf16,
+#      --gpu-augment decode, --parallel 3 (GPU_CLAIMS_PARALLEL_NNCLR); the Fashion-MNIST defaults
+#      (nnclr's support set 4096, tau 0.2, base lr 0.8, warmup 0.1 epoch); kNN on the full sets, and
+#      alignment and uniformity on the held-out batch, in nnclr/summary.csv (a table and a figure:
+#      python bench/claims_table.py DESTINATION/nnclr/summary.csv --columns knn_top1,alignment,uniformity
+#      --figure DESTINATION/nnclr/nnclr.png)
 #   recipe (GPU_CLAIMS_PARTS=recipe, about 9 minutes): the Fashion-MNIST recipe at GPU scale: moco,
 #      simo and simclr + dcl, resnet18, three runs side by side, each cosine schedule fitted to
 #      8 minutes (--max-minutes 8)
@@ -51,7 +59,8 @@
 #
 # Knobs: GPU_CLAIMS_BUDGET (seconds), GPU_CLAIMS_PARTS (comma-separated, default
 # split-bn,eqco,dcl,lightly), PY, OUT, GPU_CLAIMS_PARALLEL (default 4), GPU_CLAIMS_EPOCHS_EQCO
-# (default 2), GPU_CLAIMS_EPOCHS_DCL (default 1). GPU_CLAIMS_REHEARSAL=1: the same parts on the CPU
+# (default 2), GPU_CLAIMS_EPOCHS_DCL (default 1), GPU_CLAIMS_EPOCHS_NNCLR (default 8),
+# GPU_CLAIMS_PARALLEL_NNCLR (default 3). GPU_CLAIMS_REHEARSAL=1: the same parts on the CPU
 # at toy sizes (small CNN, synthetic images for the sweeps, a few steps of lightly_compare), a
 # check of this script itself within about 3 minutes.
 set -u
@@ -112,6 +121,8 @@ NETWORK=(--arch resnet18 --dataset fashion-mnist --precision bf16 --gpu-augment 
 EQCO=(--negatives 4,16,64,256 --batch-size 512 --base-lr 0.4 --epochs "${GPU_CLAIMS_EPOCHS_EQCO:-2}")
 MOCO=(--negatives 4096 --batch-size 512 --base-lr 0.4 --epochs "${GPU_CLAIMS_EPOCHS_EQCO:-2}")
 DCL=(--batch-size 32,64,128,256,512 --epochs "${GPU_CLAIMS_EPOCHS_DCL:-1}")
+NNCLR=(--batch-size 512 --epochs "${GPU_CLAIMS_EPOCHS_NNCLR:-8}" --seeds 0,1,2)
+NNCLR_PARALLEL=${GPU_CLAIMS_PARALLEL_NNCLR:-3}
 STEP=(--arch resnet50 --image-size 224 --batch-size 256 --precision bf16 --rounds 5)
 LIGHTLY=(--arch resnet18 --epochs 1 --batch-size 512 --workers 8 --gpu-augment decode --sequential)
 ISSUE30=(--arch resnet50 --image-size 224 --batch-size 256 --rounds 4 --steps 8 --knn-images 2048 --workers 8)
@@ -126,6 +137,8 @@ if [ "$REHEARSAL" = 1 ]; then
     EQCO=(--negatives 4,16 --batch-size 32 --epochs 1)
     MOCO=(--negatives 64 --batch-size 32 --epochs 1)
     DCL=(--batch-size 16,32 --epochs 1)
+    NNCLR=(--batch-size 32 --support-size 64 --epochs 1 --seeds 0,1,2)
+    NNCLR_PARALLEL=2
     STEP=(--arch small-cnn --image-size 32 --batch-size 32 --rounds 3)
     LIGHTLY=(--epochs 1 --batch-size 32 --max-steps 3 --knn-max-samples 300 --workers 0)
 fi
@@ -363,12 +376,27 @@ fi
 collect "$SCRATCH/recipe" recipe
 collect "$SCRATCH/recipe-dcl" recipe-dcl
 
+if [[ ",$PARTS," == *",nnclr,"* ]]; then
+    # NNCLR + DCL vs NNCLR + InfoNCE vs SimCLR + DCL, 3 seeds, equal steps (the optional part: run it
+    # alone, GPU_CLAIMS_PARTS=nnclr), two sweeps into one folder
+    NNCLR_SWEEP=("${MITOOL[@]}" vision sweep --device $DEVICE --parallel "$NNCLR_PARALLEL" --workers $WORKERS --quiet)
+    part nnclr 300 "${NNCLR_SWEEP[@]}" "${NETWORK[@]}" "${NNCLR[@]}" --method nnclr --loss dcl,infonce \
+        --out "$SCRATCH/nnclr"
+    part nnclr 150 "${NNCLR_SWEEP[@]}" "${NETWORK[@]}" "${NNCLR[@]}" --method simclr --loss dcl --out "$SCRATCH/nnclr"
+    collect "$SCRATCH/nnclr" nnclr
+    if [ -f "$DESTINATION/nnclr/summary.csv" ]; then
+        "$PY" "$ROOT/bench/claims_table.py" "$DESTINATION/nnclr/summary.csv" \
+            --columns knn_top1,alignment,uniformity,mi_final,npc_final --figure "$DESTINATION/nnclr/nnclr.png" \
+            2>&1 | tee -a "$LOG"
+    fi
+fi
+
 say ""
 say "gpu_claims summary (${SECONDS} s):"
 for line in "${SUMMARY[@]}"; do
     say "  $line"
 done
-for name in eqco dcl recipe recipe-dcl; do
+for name in eqco dcl recipe recipe-dcl nnclr; do
     [ -f "$DESTINATION/$name/summary.csv" ] && say "" && say "$name/summary.csv:" && tee -a "$LOG" <"$DESTINATION/$name/summary.csv"
 done
 exit 0

@@ -79,7 +79,7 @@ One process:   mitool vision pretrain --method simo --data DIR --out OUT
 
 @click.group(cls=FriendlyGroup)
 def vision() -> None:
-    """Vision pretraining (MoCo v2, SiMo, SimCLR/DCL) and its evaluation."""
+    """Vision pretraining (MoCo v2, SiMo, SimCLR/DCL, NNCLR) and its evaluation."""
 
 
 _PRETRAIN = pretrain_options()
@@ -214,8 +214,9 @@ def linear(context: click.Context, checkpoint: str, out: str, resume: bool, as_j
 )  # fmt: skip
 @click.option("--quiet", is_flag=True, help="Do not print the figure's path.")
 def plot(out: str, output: str | None, file_format: str | None, quiet: bool) -> None:
-    """Curves of loss, MI estimate, NPC multiplier and top-1 accuracy (kNN monitor, vision knn,
-    vision linear) of the run in OUT, titled with its method, loss, negatives and batch."""
+    """Curves of loss, MI estimate, NPC multiplier, top-1 accuracy (kNN monitor, vision knn,
+    vision linear), and alignment and uniformity on the held-out batch, of the run in OUT, titled
+    with its method, loss, negatives and batch."""
     from mitool.vision.plot import plot_run
 
     path = plot_run(out, output, file_format)

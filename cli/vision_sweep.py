@@ -59,10 +59,12 @@ def sweep(context: click.Context, parallel: int, out: str, quiet: bool, **option
 
     \b
     The comma-separated --method, --loss, --negatives, --alpha, --batch-size, --temperature and
-    --seeds expand into their product (K only for moco and simo, alpha only for eqco); an invalid
-    combination is an error naming it. Run i goes to OUT/runs/<name>/ (run.json, checkpoint.pt,
-    metrics.jsonl, log.txt, result.json written last). OUT/summary.csv has one row per run; the
-    figures are OUT/knn_vs_k.png, OUT/knn_vs_batch.png (with the mean NPC q_B) and OUT/curves.png.
+    --seeds expand into their product (K only for moco and simo, alpha only for eqco, a
+    --support-size for nnclr only); an invalid combination is an error naming it. Run i goes to
+    OUT/runs/<name>/ (run.json, checkpoint.pt, metrics.jsonl, log.txt, result.json written last).
+    OUT/summary.csv has one row per run (with alignment and uniformity on the held-out batch at the
+    run's last step); the figures are OUT/knn_vs_k.png, OUT/knn_vs_batch.png (with the mean NPC
+    q_B) and OUT/curves.png.
     The same command on the same OUT skips finished runs and resumes an interrupted one exactly.
     --parallel N runs N at once on one device; under torchrun run i goes to rank i mod N.
 

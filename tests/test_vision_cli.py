@@ -94,8 +94,9 @@ def test_pretrain_knn_linear_and_plot_end_to_end(tmp_path) -> None:
 
 
 def test_the_printed_summary_agrees_with_the_last_record(tmp_path) -> None:
-    """A 3-step run with the default --log-every 10 writes its record at the stop; the printed
-    JSON has the record's step and epoch, no empty knn, and the count of skipped images."""
+    """A 3-step run with the default --log-every 10 writes its record at the stop (then alignment and
+    uniformity at that step); the printed JSON has the record's step and epoch, no empty knn, the
+    count of skipped images and the alignment record."""
     out = str(tmp_path / "run")
     options = [option for option in TINY if option != "--quiet"]
     result = _run("pretrain", "--method", "simclr", "--dataset", "synthetic", "--synthetic-size", "32",
@@ -103,7 +104,7 @@ def test_the_printed_summary_agrees_with_the_last_record(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output.strip().splitlines()[-1])
     records = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
-    assert [record["step"] for record in records] == [3]
+    assert [record["step"] for record in records] == [3, 3] and summary["alignment"] == records[-1]
     assert (summary["step"], summary["epoch"]) == (records[-1]["step"], records[-1]["epoch"]) == (3, 0.75)
     assert summary["stopped_by"] == "max_steps" and summary["skipped_images"] == 0
     assert "knn" not in summary and "every 10 epoch" in summary["knn_note"]
@@ -179,7 +180,7 @@ def test_missing_or_empty_dataset_directories_are_clear_errors(tmp_path) -> None
             ["--batch-size must be a multiple of moco's 3 split-BN groups"],
         ),
         (["--key-momentum", "1.5"], ["--key-momentum must be a finite number >= 0 and < 1, got 1.5"]),
-        (["--method", "byol"], ["--method must be one of moco, simo, simclr, got 'byol'"]),
+        (["--method", "byol"], ["--method must be one of moco, simo, simclr, nnclr, got 'byol'"]),
         (["--precision", "fp16"], ["--precision fp16 needs device cuda"]),
         (["--gpu-augment", "jpeg"], ["--gpu-augment jpeg is for dataset imagefolder only"]),
         (["--gpu-augment", "gpu"], ["--gpu-augment must be one of off, decode, jpeg, got 'gpu'"]),

@@ -4,6 +4,13 @@ Each method takes three SGD steps on a fixed global batch of 8 image pairs; the 
 rows 0-3 and 4-7. Stated tolerance: parameters, BatchNorm statistics, momentum encoder and
 MoCo's queue agree within 2e-5 * (1 + |value|) (float32 sums taken in a different order), and
 the queue is the same on both ranks, holding the keys of the whole global batch in rank order.
+NNCLR takes one step from a support set filled beforehand with the same 12 unit vectors on every
+rank (so that the step looks its neighbours up), with the same tolerance; after it the support set
+is the same on both ranks and holds the view-1 projections of the whole global batch in rank order.
+(Over several steps its differences grow beyond float32 rounding: its three-BatchNorm projection
+head is ill-conditioned at this size, one process's own float32 projections differ from float64
+ones by 4e-6, and its positives are the support set written from them: 1e-4 to 2e-3 after three
+steps.)
 With the dclw loss this holds because the positive weight is normalised over the global batch
 (with each rank normalising over its own anchors the parameters differ by 2e-3 to 2e-2 here).
 The kNN monitor, each rank extracting the features of half of each split and the neighbours
@@ -18,6 +25,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as multiprocessing
+import torch.nn.functional as F
 
 from mitool.vision import distributed
 from mitool.vision.backbones import build_backbone
@@ -35,12 +43,13 @@ METHODS = ("simclr", "simo", "moco", "simclr-dclw", "simo-dclw")
 
 def _config(run: str) -> PretrainConfig:
     method, _, loss = run.partition("-")
-    negatives = {"moco": 32, "simo": 3, "simclr": None}[method]
+    negatives = {"moco": 32, "simo": 3, "simclr": None, "nnclr": None}[method]
     config = PretrainConfig(
         method=method,
         loss=loss or None,
         arch="small-cnn",
         negatives=negatives,
+        support_size=24 if method == "nnclr" else None,
         bn_mode="sync",
         key_momentum=0.9,
         embedding_dim=16,
@@ -75,6 +84,24 @@ def _train(method: str, rank: int, world: int) -> dict[str, torch.Tensor]:
         raised.append(result.flags)
     state = {name: value.detach().clone() for name, value in model.state_dict().items()}
     return {**state, "raised_flags": torch.tensor(raised)}
+
+
+NNCLR_LOSSES = ("infonce", "dclw")
+
+
+def _nnclr_step(loss: str, rank: int, world: int) -> dict[str, torch.Tensor]:
+    """One step of NNCLR from a support set holding 12 fixed unit vectors (the same on every rank)."""
+    torch.manual_seed(0)
+    model = build_method(_config(f"nnclr-{loss}"), 3, torch.device("cpu"))
+    model.enqueue(F.normalize(torch.randn(12, 16, generator=torch.Generator().manual_seed(5)), dim=1))
+    step_model = wrap_for_data_parallel(model, torch.device("cpu"))
+    trained = [p for p in model.parameters() if p.requires_grad]
+    optimizer = make_optimizer(trained, 0.03, 0.9, 0.0, torch.device("cpu"))
+    view_1, view_2 = _global_batch()
+    rows = slice(rank * GLOBAL_BATCH // world, (rank + 1) * GLOBAL_BATCH // world)
+    scaler = torch.amp.GradScaler("cpu", enabled=False)
+    training_step(step_model, optimizer, scaler, view_1[rows], view_2[rows], 0.03, "fp32", 0)
+    return {name: value.detach().clone() for name, value in model.state_dict().items()}
 
 
 def _shuffled_and_plain_keys(rank: int, world: int) -> torch.Tensor:
@@ -119,6 +146,7 @@ def _worker(rank: int, world: int, directory: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{directory}/rendezvous", rank=rank, world_size=world)
     try:
         states = {method: _train(method, rank, world) for method in METHODS}
+        states["nnclr"] = {loss: _nnclr_step(loss, rank, world) for loss in NNCLR_LOSSES}
         states["shuffled_keys"] = _shuffled_and_plain_keys(rank, world)
         states["knn"] = {precision: _knn(precision) for precision in ("fp32", "bf16")}
         states["host_values"] = _host_values(rank)
@@ -161,6 +189,35 @@ def test_the_queue_holds_keys_from_all_ranks(two_process_states) -> None:
     first, second = (states["moco"] for states in two_process_states)
     assert int(first["queue_pointer"]) == int(second["queue_pointer"]) == 3 * GLOBAL_BATCH
     assert torch.equal(first["queue"], second["queue"])
+
+
+@pytest.mark.parametrize("loss", NNCLR_LOSSES)
+def test_an_nnclr_step_on_two_gloo_processes_matches_one_process(two_process_states, loss: str) -> None:
+    """Neighbours looked up in the support set, the predictions of the global batch as candidates
+    (gathered with their gradients), dclw's weight over the global batch: the parameters, the
+    BatchNorm statistics and the support set of one process holding the global batch."""
+    single = _nnclr_step(loss, 0, 1)
+    for rank, states in enumerate(two_process_states):
+        for name, value in single.items():
+            if value.is_floating_point():
+                difference = ((states["nnclr"][loss][name] - value).abs() / (1 + value.abs())).max().item()
+                assert difference <= TOLERANCE, (rank, name, difference)
+            else:
+                assert torch.equal(states["nnclr"][loss][name], value), (rank, name)
+
+
+def test_the_support_set_holds_the_gathered_batch_on_every_rank(two_process_states) -> None:
+    """NNCLR writes the view-1 projections of the whole global batch (both ranks' rows, rank 0's
+    first) after the step, behind the 12 rows there before: the same support set on both ranks."""
+    first, second = (states["nnclr"]["infonce"] for states in two_process_states)
+    for state in (first, second):
+        assert (int(state["support_pointer"]), int(state["support_filled"])) == (20, 20)
+    assert torch.equal(first["support"], second["support"])
+    written = first["support"][12:20]
+    assert torch.allclose(written.norm(dim=1), torch.ones(8), atol=1e-5)
+    single = _nnclr_step("infonce", 0, 1)["support"]
+    assert torch.allclose(written, single[12:20], atol=TOLERANCE)  # rows in the global batch's order
+    assert torch.equal(first["support"][:12], single[:12]) and not first["support"][20:].any()
 
 
 def test_shuffle_bn_returns_every_key_to_its_image(two_process_states) -> None:

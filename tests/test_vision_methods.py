@@ -1,4 +1,4 @@
-"""The three methods on tiny inputs: scores against plain implementations, queue and sampling
+"""The methods on tiny inputs: scores against plain implementations, queue and sampling
 invariants, BatchNorm variants, backbones, and every method x bound learning on synthetic images."""
 
 from __future__ import annotations
@@ -47,8 +47,10 @@ def _two_views(generator: torch.Generator, batch: int) -> tuple[torch.Tensor, to
 
 
 def _small_method(method: str, loss: str, **options) -> nn.Module:
-    negatives = options.pop("negatives", {"moco": 256, "simo": 8, "simclr": None}[method])
+    negatives = options.pop("negatives", {"moco": 256, "simo": 8, "simclr": None, "nnclr": None}[method])
     alpha = 64.0 if loss == "eqco" else None
+    if method == "nnclr":
+        options.setdefault("support_size", 64)
     config = PretrainConfig(
         method=method, loss=loss, arch="small-cnn", negatives=negatives, alpha=alpha, key_momentum=0.9,
         bn_splits=2, embedding_dim=32, **options,
@@ -57,7 +59,7 @@ def _small_method(method: str, loss: str, **options) -> nn.Module:
 
 
 @pytest.mark.parametrize(
-    ("method", "loss"), list(itertools.product(["moco", "simo", "simclr"], bounds.INFONCE_FAMILY))
+    ("method", "loss"), list(itertools.product(["moco", "simo", "simclr", "nnclr"], bounds.INFONCE_FAMILY))
 )
 def test_every_method_and_bound_learns(method: str, loss: str) -> None:
     torch.manual_seed(0)
@@ -209,7 +211,7 @@ def test_methods_take_the_loss_and_its_options_from_the_table_of_bounds() -> Non
 
 def test_the_registry_holds_each_method_with_its_rules(monkeypatch) -> None:
     """Defaults per method and per dataset, size checks and usable rows, read by config and train."""
-    assert list(METHODS) == ["moco", "simo", "simclr"]
+    assert list(METHODS) == ["moco", "simo", "simclr", "nnclr"]
     for name, method in METHODS.items():
         assert method.name == name and method.summary and method.defaults["loss"] in bounds.INFONCE_FAMILY
         assert method_class(name).spec is method
@@ -330,18 +332,21 @@ class _ProductDtypes(TorchDispatchMode):
         return output
 
 
-@pytest.mark.parametrize("method", ["moco", "simo", "simclr"])
+@pytest.mark.parametrize("method", ["moco", "simo", "simclr", "nnclr"])
 def test_scores_are_float32_under_bf16_autocast(method: str) -> None:
     """Under bf16 autocast the encoders run in bf16 but the products that form the scores are
     float32: moco's (B, K) against the queue, simo's (B, K, 1) per-query batched product,
-    simclr's (2B, 2N)."""
+    simclr's (2B, 2N), nnclr's (B, N) per view and its search of the (here 12) support rows."""
     torch.manual_seed(0)
     model = _small_method(method, "infonce", **({"negatives": 96} if method == "moco" else {}))
     view_1, view_2 = _two_views(torch.Generator().manual_seed(5), 12)
+    if method == "nnclr":  # one step first: the support set holds 12 embeddings to search
+        with torch.no_grad():
+            model(view_1, view_2)
     recorder = _ProductDtypes()
     with recorder, torch.autocast("cpu", dtype=torch.bfloat16):
         result = model(view_1, view_2)
-    scores = {"moco": (12, 96), "simo": (12, 8, 1), "simclr": (24, 24)}[method]
+    scores = {"moco": (12, 96), "simo": (12, 8, 1), "simclr": (24, 24), "nnclr": (12, 12)}[method]
     dtypes = {dtype for shape, dtype in recorder.products if shape == scores}
     assert dtypes == {torch.float32}, recorder.products
     assert torch.bfloat16 in {dtype for _, dtype in recorder.products}  # the encoders' products

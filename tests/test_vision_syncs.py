@@ -83,8 +83,10 @@ def host_reads(monkeypatch):
 
 
 def _model_and_views(method: str):
-    negatives = {"moco": 64, "simo": 4, "simclr": None}[method]
+    negatives = {"moco": 64, "simo": 4, "simclr": None, "nnclr": None}[method]
     settings = dict(arch="small-cnn", negatives=negatives, bn_splits=2, embedding_dim=16)
+    if method == "nnclr":
+        settings["support_size"] = 20  # wraps during the 4 steps
     config = resolve_defaults(PretrainConfig(method=method, **settings), 16)
     torch.manual_seed(0)
     model = build_method(config, 3, torch.device("cpu"))
@@ -101,20 +103,21 @@ def _steps(model, views, optimizer, count: int, first: int = 0, pending=None):
     return pending
 
 
-@pytest.mark.parametrize("method", ["simclr", "moco", "simo"])
+@pytest.mark.parametrize("method", ["simclr", "moco", "simo", "nnclr"])
 def test_a_training_step_reads_the_device_once(host_reads, method: str) -> None:
     model, views = _model_and_views(method)
     trained = [parameter for parameter in model.parameters() if parameter.requires_grad]
     optimizer = make_optimizer(trained, 0.01, 0.9, 1e-4, torch.device("cpu"))
     assert skips_on_device(optimizer)
-    pending = _steps(model, views, optimizer, 1)  # moco reads its queue pointer once, at the first step
+    # moco reads its queue pointer once, nnclr its support set's pointer and fill count, at the first step
+    pending = _steps(model, views, optimizer, 1)
     with host_reads() as reads:
         _steps(model, views, optimizer, 3, first=1, pending=pending)
     ours = [read for read in reads.reads if not read[1].startswith("mitool/fused.py")]
     assert ours == [("Tensor.tolist", "vision/step.py:training_step")] * 3, reads.reads
     cpu_only = [read for read in reads.reads if read[1].startswith("mitool/fused.py")]
     assert all(caller == "mitool/fused.py:forward" for _, caller in cpu_only)
-    assert method != "simclr" or not cpu_only
+    assert method not in ("simclr", "nnclr") or not cpu_only
 
 
 def test_an_optimizer_that_cannot_skip_a_step_on_the_device_reads_the_norm_in_the_step(host_reads) -> None:

@@ -183,31 +183,38 @@ def test_metrics_hold_every_field_and_the_bound_identity(tmp_path) -> None:
 
 
 def test_a_run_stopped_early_writes_its_last_record_and_the_counters_agree(tmp_path) -> None:
-    """3 steps with log_every 10: the record of those 3 steps is written when the run stops; the
-    summary's step and epoch are the last record's (epochs done: 3 of 4 batches = 0.75)."""
+    """3 steps with log_every 10: the record of those 3 steps is written when the run stops, then
+    the alignment and uniformity at that step; the summary's step and epoch are the last record's
+    (epochs done: 3 of 4 batches = 0.75)."""
     out = tmp_path / "run"
     summary = pretrain(_config(out, max_steps=3, log_every=10, knn_every=0), progress=False)
     with open(out / "metrics.jsonl") as file:
         records = [json.loads(line) for line in file]
-    assert [record["step"] for record in records] == [3]
+    assert [(record["step"], "loss" in record, "alignment" in record) for record in records] == [
+        (3, True, False),
+        (3, False, True),
+    ]
     assert (summary["step"], summary["epoch"]) == (records[-1]["step"], records[-1]["epoch"]) == (3, 0.75)
-    assert summary["metrics"] == records[-1] and records[-1]["skipped_images"] == 0
+    assert summary["metrics"] == records[0] and records[0]["skipped_images"] == 0
+    assert summary["alignment"] == records[1]
     assert "knn" not in summary and "off" in summary["knn_note"]
     with open(out / "config.json") as file:
         assert json.load(file)["negatives"] == 32
     # resumed to the end of its 3 epochs: one more record, at the last step, epoch 3 (the kNN
-    # monitor of the last epoch is the summary's knn, with the same counters)
+    # monitor of the last epoch, with alignment and uniformity, is the summary's knn, with the same
+    # counters; no separate record of them at the last step)
     summary = pretrain(_config(out, log_every=10, knn_every=3), resume=True, progress=False)
     with open(out / "metrics.jsonl") as file:
         records = [json.loads(line) for line in file]
     assert [(record["step"], record["epoch"]) for record in records] == [
+        (3, 0.75),
         (3, 0.75),
         (10, 2.5),
         (12, 3.0),
         (12, 3.0),
     ]
     assert summary["stopped_by"] == "epochs" and (summary["step"], summary["epoch"]) == (12, 3.0)
-    assert summary["knn"] == records[2] and summary["metrics"] == records[3]
+    assert summary["knn"] == records[3] == summary["alignment"] and summary["metrics"] == records[4]
 
 
 def test_learning_rate_schedule() -> None:

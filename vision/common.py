@@ -2,11 +2,12 @@
 line (:class:`ContrastiveMethod`), and the momentum encoder of MoCo and SiMo (:class:`MomentumMethod`).
 
 A method is one class in one file (:mod:`~mitool.vision.moco`, :mod:`~mitool.vision.simo`,
-:mod:`~mitool.vision.simclr`), listed in :data:`mitool.vision.methods.METHODS`. Its scores are
-cosine similarities divided by a temperature tau: queries and keys are L2-normalised embeddings,
-so q . k = cos(q, k) and the scores lie in [-1/tau, 1/tau]. The loss is a bound of the InfoNCE
-family of :data:`mitool.bounds.BOUNDS`, named by ``loss`` with its options (eqco's alpha, dclw's
-sigma) read from that table.
+:mod:`~mitool.vision.simclr`, :mod:`~mitool.vision.nnclr`), listed in
+:data:`mitool.vision.methods.METHODS`. Its scores are cosine similarities divided by a
+temperature tau: queries and keys are L2-normalised embeddings, so q . k = cos(q, k) and the
+scores lie in [-1/tau, 1/tau]. The loss is a bound of the InfoNCE family of
+:data:`mitool.bounds.BOUNDS`, named by ``loss`` with its options (eqco's alpha, dclw's sigma)
+read from that table.
 
 Precision: under bf16 (or fp16) autocast the encoders run in the low precision, but the scores
 are formed from the embeddings cast to float32 with autocast switched off
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from mitool.vision.config import PretrainConfig
     from mitool.vision.methods import MethodSpec
 
-__all__ = ["ContrastiveMethod", "MakeBackbone", "MomentumMethod", "momentum_update"]
+__all__ = ["ContrastiveMethod", "MakeBackbone", "MomentumMethod", "momentum_update", "ring_buffer_write"]
 
 
 MakeBackbone = Callable[[], tuple[nn.Module, int]]
@@ -93,6 +94,12 @@ class ContrastiveMethod(nn.Module):
         return f"K = {config.negatives}"
 
     # -- pieces of the forward pass ----------------------------------------------------------
+
+    def embed(self, images: Tensor) -> Tensor:
+        """The normalised embeddings normalize(g(f(images))) (N, D) in float32, f the (query)
+        backbone and g its head: the space the loss scores, where alignment and uniformity are
+        measured (:mod:`mitool.vision.alignment`)."""
+        return F.normalize(self.head(self.backbone(images)).float(), dim=1)
 
     def scores_bound(self) -> Callable[[Tensor, Tensor], BoundResult]:
         """The bound as a function ``(pos, neg) -> BoundResult`` of scores (similarities / tau)."""
@@ -198,3 +205,19 @@ def momentum_update(key_encoder: nn.Module, query_encoder: nn.Module, momentum: 
             f"and {len(query_parameters)} tensors"
         )
     torch._foreach_lerp_(key_parameters, query_parameters, 1.0 - momentum)
+
+
+def ring_buffer_write(buffer: Tensor, pointer: int, rows: Tensor) -> tuple[Tensor, int]:
+    """A first-in, first-out ring buffer: ``rows`` (n, D), n <= len(buffer), written over the n
+    oldest entries of ``buffer`` (K, D) from slot ``pointer`` on, wrapping around its end; returns
+    (the new buffer, the next pointer (pointer + n) mod K). MoCo's queue and NNCLR's support set.
+
+    A new tensor rather than an in-place write: the old buffer may still be needed by the backward
+    pass of the scores it produced (and torch.compile may drop a defensive clone)."""
+    count, size = rows.shape[0], buffer.shape[0]
+    if count > size:
+        raise ValueError(f"a ring buffer of {size} rows cannot take {count} rows in one write")
+    slots = (pointer + torch.arange(count, device=buffer.device)) % size
+    written = buffer.clone()
+    written[slots] = rows.to(written.dtype)
+    return written, (pointer + count) % size

@@ -2,13 +2,14 @@
 
 A setting left ``None`` in :class:`PretrainConfig` takes, in this order, the value its method
 gives for the run's dataset (``dataset_defaults`` of the method's class), the method's own
-default (``defaults``: the paper's values, see :mod:`mitool.vision.moco`, :mod:`~mitool.vision.simo`
-and :mod:`~mitool.vision.simclr`), then :data:`DEFAULTS` below. The loss's options (eqco's alpha,
-dclw's sigma) are those of :data:`mitool.bounds.BOUNDS`, defaulted the same way. The methods
-themselves are looked up in :data:`mitool.vision.methods.METHODS`.
+default (``defaults``: the paper's values, see :mod:`mitool.vision.moco`,
+:mod:`~mitool.vision.simo`, :mod:`~mitool.vision.simclr` and :mod:`~mitool.vision.nnclr`), then
+:data:`DEFAULTS` below. The loss's options (eqco's alpha, dclw's sigma) are those of
+:data:`mitool.bounds.BOUNDS`, defaulted the same way. The methods themselves are looked up in
+:data:`mitool.vision.methods.METHODS`.
 
 All methods: SGD momentum 0.9, weight decay 1e-4, cosine decay after the warmup,
-lr = base_lr x global_batch / 256, 200 epochs, global batch 256.
+lr = base_lr x global_batch / 256, 200 epochs, global batch 256, embeddings of 128 (nnclr: 256).
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ CUDA (on one H200 with 8-15 workers the CPU pipeline made 100-150 two-view image
 the device path about 1000-1500, and a ResNet-50 step about 3000: docs/data.md), "off" on the
 CPU (:func:`default_gpu_augment`)."""
 
-DEFAULTS: dict[str, Any] = dict(epochs=200, batch_size=256, weight_decay=1e-4, sgd_momentum=0.9)
+DEFAULTS: dict[str, Any] = dict(
+    epochs=200, batch_size=256, weight_decay=1e-4, sgd_momentum=0.9, embedding_dim=EMBEDDING_DIM
+)
 """What a setting left None becomes when neither its method nor the dataset says otherwise."""
 
 RESUMABLE_CHANGES: tuple[str, ...] = (
@@ -93,8 +96,8 @@ class PretrainConfig:
     small_stem "yes for images of 96 pixels or less", for precision "bf16 on CUDA, fp32 on CPU",
     for gpu_augment "decode on CUDA, off on CPU" (a resumed run: its own),
     for workers a number sized to the free cores (chosen when the run starts), for negatives
-    and key_momentum of a method that has none: not used, for schedule_steps "epochs x batches
-    per epoch".
+    and key_momentum of a method that has none: not used (support_size: refused), for
+    schedule_steps "epochs x batches per epoch".
 
     Time-boxed runs: with ``max_minutes`` and ``fit_schedule`` (the default), the run measures its
     speed over its first steps and shortens its cosine schedule to the steps that fit in the time
@@ -109,6 +112,10 @@ class PretrainConfig:
     negatives: int | None = setting(None, "K: " + "; ".join(
         f"{m.name}: {m.negatives_meaning}" for m in METHODS.values() if m.negatives_meaning
     ))  # fmt: skip
+    support_size: int | None = setting(
+        None, "nnclr: the support set, a first-in first-out queue of past embeddings in which each view's "
+        "nearest neighbour is its positive (at least the global batch, fewer than the training images).",
+    )  # fmt: skip
     alpha: float | None = setting(None, _loss_option_help("alpha"))
     sigma: float | None = setting(None, _loss_option_help("sigma"))
     temperature: float | None = setting(None, "tau of the cosine scores.")
@@ -147,7 +154,7 @@ class PretrainConfig:
         None, "3x3 stride-1 ResNet stem [small for <= 96 px].", flag="--small-stem/--stock-stem"
     )
     zero_init_residual: bool = setting(False, "Zero-init the last BN of each residual block.")
-    embedding_dim: int = setting(EMBEDDING_DIM, "Width of the heads' embeddings.")
+    embedding_dim: int | None = setting(None, "Width of the heads' embeddings.")
     precision: str | None = setting(None, f"One of {', '.join(PRECISIONS)} [bf16 cuda, fp32 cpu].")
     compile: bool = setting(False, "torch.compile the model.")
     checkpoint_every: int = setting(1000, "Steps between checkpoints.")
@@ -213,6 +220,12 @@ def _method_defaults(config: PretrainConfig, method: MethodSpec) -> dict[str, An
             "negatives",
             f"does not apply to {method.name} ({method.summary}); leave it out, got {config.negatives}",
         )
+    if config.support_size is not None and "support_size" not in method.defaults:
+        raise checks.ParameterError(
+            "support_size",
+            f"does not apply to {method.name} (the support set is nnclr's); leave it out, got "
+            f"{config.support_size}",
+        )
     defaults = {**DEFAULTS, **method.defaults_for(config.dataset)}
     return {
         name: value
@@ -224,7 +237,7 @@ def _method_defaults(config: PretrainConfig, method: MethodSpec) -> dict[str, An
 _WHOLE_NUMBERS: dict[str, int] = dict(
     epochs=1, batch_size=2, bn_splits=1, embedding_dim=1, checkpoint_every=1, log_every=1, knn_k=1,
     image_size=8, max_steps=1, workers=0, knn_every=0, knn_max_samples=1, negatives=1, synthetic_size=1,
-    schedule_steps=1,
+    schedule_steps=1, support_size=1,
 )  # fmt: skip
 """Whole-number settings and their least values (None, where allowed, is not checked)."""
 _NUMBERS: dict[str, dict[str, float]] = dict(

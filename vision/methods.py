@@ -2,7 +2,8 @@
 dataset where they differ), what K means for it, and the class that is the method.
 
 The class (a :class:`~mitool.vision.common.ContrastiveMethod` in the method's own file:
-:mod:`~mitool.vision.moco`, :mod:`~mitool.vision.simo`, :mod:`~mitool.vision.simclr`) holds the
+:mod:`~mitool.vision.moco`, :mod:`~mitool.vision.simo`, :mod:`~mitool.vision.simclr`,
+:mod:`~mitool.vision.nnclr`) holds the
 forward pass and the method's rules (its size checks, what it can use of a batch shortened by
 unreadable images, its BatchNorm). This table holds what the settings and the command line read,
 and needs no torch: ``mitool vision pretrain --help`` lists every method with its defaults at once;
@@ -133,6 +134,25 @@ METHODS: dict[str, MethodSpec] = {
             dict(loss="infonce", temperature=0.1, base_lr=0.3, warmup_epochs=10.0, alpha=256.0),
             "mitool.vision.simclr:SimCLR",
             {"fashion-mnist": FASHION_MNIST_SHORT_SCHEDULE | dict(temperature=0.2)},
+        ),
+        MethodSpec(
+            "nnclr",
+            "NNCLR: SimCLR with each view's positive its nearest neighbour in a support set of past "
+            "embeddings, a prediction head; the N - 1 other predictions of the batch as negatives",
+            # the paper's (Dwibedi et al. 2021, section 3.3 and the support-set ablation; see
+            # mitool.vision.nnclr): support set 98 304, embeddings of 256 (projection w-w-256 with BN,
+            # prediction 256-2w-256), tau 0.1; SGD with SimCLR's lr and warmup here (the paper: LARS)
+            dict(loss="infonce", support_size=98304, embedding_dim=256, temperature=0.1, base_lr=0.3,
+                 warmup_epochs=10.0, alpha=256.0),
+            "mitool.vision.nnclr:NNCLR",
+            # the support set must be much smaller than the training set (a support set of S >= N
+            # images holds an older embedding of every image; refused): 4096 (7% of Fashion-MNIST's
+            # 60 000, 8% of CIFAR-10's 50 000, about the paper's 98 304 / 1.28 M), and on the small
+            # synthetic sets a batch of 64 and 128 embeddings; Fashion-MNIST: the short schedule and
+            # tau 0.2, as simclr's row (not tuned for nnclr)
+            {"fashion-mnist": FASHION_MNIST_SHORT_SCHEDULE | dict(support_size=4096, temperature=0.2),
+             "cifar10": dict(support_size=4096), "stl10": dict(support_size=4096),
+             "synthetic": dict(support_size=128, batch_size=64)},
         ),
     )
 }  # fmt: skip

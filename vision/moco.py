@@ -59,7 +59,7 @@ from mitool import checks
 from mitool.bounds import BoundResult
 from mitool.vision import distributed
 from mitool.vision.choices import EMBEDDING_DIM
-from mitool.vision.common import MakeBackbone, MomentumMethod
+from mitool.vision.common import MakeBackbone, MomentumMethod, ring_buffer_write
 from mitool.vision.methods import METHODS
 
 if TYPE_CHECKING:
@@ -203,13 +203,7 @@ class MoCo(MomentumMethod):
                 f"negatives (the MoCo queue size, {size}) must be >= the keys enqueued per step ({count})"
             )
         pointer = int(self.queue_pointer) if self._host_pointer is None else self._host_pointer
-        slots = (pointer + torch.arange(count, device=self.queue.device)) % size
-        # a new tensor rather than an in-place write: the old queue may still be needed by the
-        # backward pass of the scores it produced (and torch.compile may drop a defensive clone)
-        queue = self.queue.clone()
-        queue[slots] = keys.to(queue.dtype)
-        self.queue = queue
-        self._host_pointer = (pointer + count) % size
+        self.queue, self._host_pointer = ring_buffer_write(self.queue, pointer, keys)
         self.queue_pointer.fill_(self._host_pointer)
 
     def forward(self, view_1: Tensor, view_2: Tensor) -> BoundResult:

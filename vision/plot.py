@@ -1,5 +1,7 @@
-"""The curves of a pretraining run: loss, MI estimate (nats), NPC multiplier q_B and top-1
-accuracy against the optimizer step, from the run's records (:mod:`mitool.vision.records`).
+"""The curves of a pretraining run: loss, MI estimate (nats), NPC multiplier q_B, top-1
+accuracy, and the alignment and uniformity of the normalised embeddings on the held-out batch
+(:mod:`mitool.vision.alignment`; lower is better for both) against the optimizer step, from the
+run's records (:mod:`mitool.vision.records`).
 
 The accuracy panel shows every source: the kNN monitor of the run (a line), ``mitool vision knn``
 (squares) and ``mitool vision linear`` (triangles) on the run's checkpoints. The title names the
@@ -25,6 +27,8 @@ PANELS: tuple[tuple[str, str], ...] = (
     ("mi", "MI estimate (nats)"),
     ("npc", "NPC multiplier $q_B$"),
     ("accuracy", "top-1 accuracy"),
+    ("alignment", "alignment $\\mathcal{L}_{align}$ (held out)"),
+    ("uniformity", "uniformity $\\mathcal{L}_{unif}$ (held out)"),
 )
 
 
@@ -59,7 +63,7 @@ def _output_path(out: str, path: str | None, file_format: str | None) -> tuple[s
 
 
 def plot_run(out: str, path: str | None = None, file_format: str | None = None) -> str:
-    """Draw the four panels into ``path`` (default OUT/curves.<format>), written atomically, in
+    """Draw the panels into ``path`` (default OUT/curves.<format>), written atomically, in
     ``file_format`` (png, pdf or svg; default: the path's extension, else png); returns the path."""
     records = read_records(out)
     evaluations = read_evaluations(out)
@@ -67,7 +71,7 @@ def plot_run(out: str, path: str | None = None, file_format: str | None = None) 
         raise ValueError(f"{out}/metrics.jsonl holds no records yet")
     path, chosen = _output_path(out, path, file_format)
     with paper_style() as plt:
-        figure, axes = plt.subplots(2, math.ceil(len(PANELS) / 2), figsize=(PAGE_WIDTH, 4.6), squeeze=False)
+        figure, axes = plt.subplots(2, math.ceil(len(PANELS) / 2), figsize=(PAGE_WIDTH, 5.0), squeeze=False)
         _draw_panels(axes.flat, records, evaluations)
         figure.suptitle(title_of(read_config(out)))
         figure.tight_layout()

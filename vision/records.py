@@ -4,7 +4,10 @@ read by ``mitool vision plot``.
 * OUT/config.json: the run's resolved settings (written atomically when the run starts).
 * OUT/metrics.jsonl: one JSON object a line, appended as the run goes: every ``log_every`` steps
   (and when the run stops) the means of the interval, every ``knn_every`` epochs the kNN
-  monitor's record. A line cut short by a crash is skipped by the readers and dropped on resume.
+  monitor's record (with the alignment and uniformity of the held-out batch), and when the run
+  ends a record of alignment and uniformity at its last step unless the monitor's holds them
+  (:mod:`mitool.vision.alignment`). A line cut short by a crash is skipped by the readers and
+  dropped on resume.
 * OUT/evaluations.json: a list of the results of ``mitool vision knn`` and ``mitool vision
   linear`` on the run's checkpoint (rewritten atomically, one entry added per evaluation).
 

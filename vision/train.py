@@ -39,7 +39,12 @@ bound's estimate in nats), npc (the mean NPC multiplier q_B), grad_norm, and lr,
 and data_wait_fraction (time spent waiting for the loader / wall time); every ``knn_every``
 epochs a record with knn_top1 and knn_top5 (test split scored against the train split; under
 DDP every rank extracts the features of its share of both splits, under the run's autocast, and
-the neighbours are merged across ranks: :func:`mitool.vision.evaluate.evaluate_knn`).
+the neighbours are merged across ranks: :func:`mitool.vision.evaluate.evaluate_knn`) and the
+alignment and uniformity of the normalised embeddings on a fixed held-out batch of the test split
+(:mod:`mitool.vision.alignment`, Wang & Isola 2020); and when the run ends (its epochs, its
+``max_steps``, ``max_minutes`` or fitted schedule; not a signal), a record of alignment and
+uniformity at its last step unless the kNN monitor's record already holds them: every run's
+records end with them.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ from mitool.progress import Progress
 from mitool.runner import Interruption, Launch, make_out
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision import distributed
+from mitool.vision.alignment import HeldOutBatch
 from mitool.vision.augment import two_view_transform
 from mitool.vision.checkpoint import restore_run, save_checkpoint, saved_step
 from mitool.vision.common import ContrastiveMethod
@@ -99,7 +105,8 @@ class Run:
     "schedule_end" of a fitted schedule, or the signal's name), None while it trains. ``last_lr``:
     the learning rate of the last step. ``fit_probe``: (step, time) where a time-boxed run started
     measuring its speed (:func:`fit_schedule_to_time`). ``unchecked_grad_norm``: the last step's
-    gradient norm (a device tensor) while no host read has checked it yet.
+    gradient norm (a device tensor) while no host read has checked it yet. ``held_out``: the fixed
+    held-out images of the alignment and uniformity (read at the first evaluation, rank 0 only).
     """
 
     config: PretrainConfig
@@ -130,6 +137,8 @@ class Run:
     interruption: Interruption = field(default_factory=lambda: Interruption())
     last_metrics: dict[str, Any] = field(default_factory=dict)
     last_knn: dict[str, Any] = field(default_factory=dict)
+    last_alignment: dict[str, Any] = field(default_factory=dict)
+    held_out: HeldOutBatch | None = None
 
     @property
     def is_main(self) -> bool:
@@ -176,6 +185,10 @@ def _pretrain_holding(config: PretrainConfig, resume: bool, progress: bool) -> d
                 if train_epoch(run, progress) and not _interrupted(run):
                     end_epoch(run, progress)
         _log_interval(run)  # the steps since the last record (a run stopped early, or its last steps)
+        if run.is_main and not _interrupted(run) and run.last_alignment.get("step") != run.step:
+            record = {"step": run.step, "epoch": run.epochs_done, **_alignment(run)}
+            run.last_alignment = record
+            run.metrics.write(record)
     finally:
         run.metrics.close()
     if run.is_main:
@@ -193,7 +206,7 @@ def _interrupted(run: Run) -> bool:
 def summary(run: Run) -> dict[str, Any]:
     """step, epoch (as in the records), stopped_by ("epochs" when the run ended its schedule),
     skipped_images, metrics (the last record), knn (the last monitor record; when there is none,
-    knn_note says why), out."""
+    knn_note says why), alignment (the last record of alignment and uniformity), out."""
     result: dict[str, Any] = {
         "step": run.step,
         "epoch": run.epochs_done,
@@ -209,6 +222,8 @@ def summary(run: Run) -> dict[str, Any]:
         result["knn_note"] = (
             f"the kNN monitor runs at the end of every {run.config.knn_every} epoch(s); none yet"
         )
+    if run.last_alignment:
+        result["alignment"] = run.last_alignment
     return {**result, "out": run.config.out}
 
 
@@ -347,6 +362,8 @@ def _prepare_out(run: Run, resumed: bool) -> None:
             run.last_metrics = record
         if "knn_top1" in record:
             run.last_knn = record
+        if "alignment" in record:
+            run.last_alignment = record
 
 
 def _seed_everything(seed: int) -> None:
@@ -480,10 +497,13 @@ def _usable_views(run: Run, inputs: Any) -> tuple[Tensor, ...] | None:
 
 
 def end_epoch(run: Run, progress: bool) -> None:
-    """Count the epoch, run the kNN monitor when it is due, write the checkpoint."""
+    """Count the epoch, run the kNN monitor (with alignment and uniformity) when it is due, write
+    the checkpoint."""
     run.epoch, run.batches_done = run.epoch + 1, 0
     if run.config.knn_every and run.epoch % run.config.knn_every == 0:
-        run.last_knn = _knn_monitor(run, progress and run.is_main)
+        run.last_knn = {**_knn_monitor(run, progress and run.is_main), **_alignment(run)}
+        if run.is_main:
+            run.last_alignment = run.last_knn
         run.metrics.write(run.last_knn)
     _save(run)
     if run.is_main:
@@ -528,3 +548,17 @@ def _knn_monitor(run: Run, progress: bool) -> dict[str, Any]:
         "knn_top1": result["knn_top1"],
         "knn_top5": result["knn_top5"],
     }
+
+
+def _alignment(run: Run) -> dict[str, float]:
+    """Alignment and uniformity of the model's normalised embeddings on the fixed held-out batch
+    (:mod:`mitool.vision.alignment`), under the run's autocast; measured by rank 0 only (the
+    records' writer: the other ranks get {})."""
+    if not run.is_main:
+        return {}
+    config = run.config
+    if run.held_out is None:
+        run.held_out = HeldOutBatch.of_dataset(
+            config.dataset, config.data_dir, config.image_size, config.synthetic_options()
+        )
+    return run.held_out.measure(run.model, run.device, config.precision)

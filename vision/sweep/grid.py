@@ -1,6 +1,7 @@
 """The grid of a vision sweep: lists of methods, losses, negatives K, EqCo alphas, batch sizes,
 temperatures and seeds expand into their product, each axis only where it applies (K for moco and
-simo, not for simclr, which uses all 2N - 2 in-batch negatives; alpha for the eqco loss only);
+simo, not for simclr, which uses all 2N - 2 in-batch negatives; alpha for the eqco loss only; a
+``support_size`` of the shared settings for nnclr only);
 ``None`` in a list is the method's default. A combination that cannot run (simo with K >= batch, a
 moco queue shorter than the batch, a batch that split-BN cannot divide, ...) is an error naming
 every such combination before anything runs. Each run is named by its settings (:func:`run_name`)
@@ -64,11 +65,13 @@ def _number_text(value: float) -> str:
 
 
 def run_name(config: dict[str, Any]) -> str:
-    """``method-loss[-K<negatives>][-a<alpha>]-b<batch>-t<temperature>-s<seed>`` (K for the
-    methods that have it, alpha for eqco)."""
+    """``method-loss[-K<negatives>][-S<support>][-a<alpha>]-b<batch>-t<temperature>-s<seed>`` (K for
+    the methods that have it, S for nnclr's support set, alpha for eqco)."""
     parts = [config["method"], config["loss"]]
     if config["negatives"] is not None:
         parts.append(f"K{config['negatives']}")
+    if config.get("support_size") is not None:
+        parts.append(f"S{config['support_size']}")
     if config["alpha"] is not None:
         parts.append(f"a{_number_text(config['alpha'])}")
     parts += [f"b{config['batch_size']}", f"t{_number_text(config['temperature'])}", f"s{config['seed']}"]
@@ -122,8 +125,10 @@ def expand(grid: Grid, base: Any, out: str | os.PathLike) -> list[SweepRun]:
     runs: dict[str, SweepRun] = {}
     problems: list[tuple[str, str]] = []
     for settings in _combinations(grid, default_loss):
+        # a support set given for the sweep applies to the methods that have one (nnclr)
+        support = {} if "support_size" in method_spec(settings["method"]).defaults else {"support_size": None}
         try:
-            resolved = resolve_defaults(dataclasses.replace(base, **settings), native_size)
+            resolved = resolve_defaults(dataclasses.replace(base, **settings, **support), native_size)
             method_class(resolved.method).check_sizes(resolved, 1)  # each run is one process
         except ValueError as error:
             problems.append((getattr(error, "parameter", "method"), f"{_describe(settings)}: {error}"))

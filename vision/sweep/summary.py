@@ -20,13 +20,15 @@ __all__ = ["SUMMARY_COLUMNS", "summary_rows", "write_summary"]
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "name", "method", "loss", "negatives", "alpha", "batch_size", "temperature", "seed", "epochs",
     "steps", "images_per_second", "loss_final", "mi_final", "npc_final", "npc_mean", "knn_top1",
-    "knn_top5", "linear_top1", "wall_minutes", "status",
+    "knn_top5", "linear_top1", "alignment", "uniformity", "support_size", "wall_minutes", "status",
 )  # fmt: skip
 """summary.csv: the run's settings; steps made; training images/s (two views each); loss, MI
 estimate (nats) and NPC multiplier q_B averaged over the last 10% of the steps (``*_final``) and
 q_B over the whole run (``npc_mean``); kNN top-1/top-5 and linear top-1 (fractions; empty when not
-evaluated); wall minutes of the run's last process (pretraining and evaluation); status: done or
-diverged."""
+evaluated); alignment and uniformity of the normalised embeddings on the held-out batch at the
+run's last step (:mod:`mitool.vision.alignment`; empty for a run made before they were recorded);
+nnclr's support set size (empty for the other methods); wall minutes of the run's last process
+(pretraining and evaluation); status: done or diverged."""
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -59,6 +61,13 @@ def _training_figures(records: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
+def _held_out_figures(records: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Alignment and uniformity of the last record that has them (None: no such record)."""
+    measured = [record for record in records if "alignment" in record]
+    last = measured[-1] if measured else {}
+    return {"alignment": last.get("alignment"), "uniformity": last.get("uniformity")}
+
+
 def summary_rows(out: str | os.PathLike) -> list[dict[str, Any]]:
     """One dict per finished run under OUT/runs (columns :data:`SUMMARY_COLUMNS`), sorted by name."""
     rows = []
@@ -68,12 +77,14 @@ def summary_rows(out: str | os.PathLike) -> list[dict[str, Any]]:
         plan = json.loads((directory / RUN_FILE).read_text())
         result = json.loads((directory / RESULT_FILE).read_text())
         config = plan["config"]
-        figures = _training_figures(read_records(str(directory)))
+        records = read_records(str(directory))
         row = {
             key: config.get(key)
-            for key in ("method", "loss", "negatives", "alpha", "batch_size", "temperature", "seed", "epochs")
-        }
-        row.update(figures)
+            for key in ("method", "loss", "negatives", "alpha", "batch_size", "temperature", "seed", "epochs",
+                        "support_size")
+        }  # fmt: skip
+        row.update(_training_figures(records))
+        row.update(_held_out_figures(records))
         row.update(
             name=plan["name"], steps=result.get("steps"), knn_top1=result.get("knn_top1"),
             knn_top5=result.get("knn_top5"), linear_top1=result.get("linear_top1"),
