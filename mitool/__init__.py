@@ -5,6 +5,8 @@ variational bounds as pure functions of critic scores.
     result = mitool.estimate(x, y)        # I(X; Y) in nats: print(result), float(result), result.ci_low
     mitool.estimate(x, y, z)              # I(X; Y | Z)
     mitool.estimators.names()             # every estimator; mitool.estimate(x, y, estimator="ksg")
+    mitool.independence_test(x, y)        # is the dependence real? result.pvalue, print(result)
+    mitool.feature_mi(X, y)               # each column against y: MI, interval, p, BH q-value
 
     from mitool import bounds
     result = bounds.infonce(pos, neg)     # result.loss to minimise, result.mi in nats
@@ -28,12 +30,28 @@ if TYPE_CHECKING:
     from mitool import bounds, critics, estimators, tasks, ties
     from mitool.estimation import estimate
     from mitool.estimators.base import Estimate
+    from mitool.independence import feature_mi, feature_scores, independence_test
 
-__all__ = ["Estimate", "__version__", "bounds", "critics", "estimate", "estimators", "tasks", "ties"]
+__all__ = [
+    "Estimate",
+    "__version__",
+    "bounds",
+    "critics",
+    "estimate",
+    "estimators",
+    "feature_mi",
+    "feature_scores",
+    "independence_test",
+    "tasks",
+    "ties",
+]
 
 _LAZY: dict[str, tuple[str, str | None]] = {
     "estimate": ("mitool.estimation", "estimate"),
     "Estimate": ("mitool.estimators.base", "Estimate"),
+    "independence_test": ("mitool.independence", "independence_test"),
+    "feature_mi": ("mitool.independence", "feature_mi"),
+    "feature_scores": ("mitool.independence", "feature_scores"),
     "bounds": ("mitool.bounds", None),
     "critics": ("mitool.critics", None),
     "estimators": ("mitool.estimators", None),

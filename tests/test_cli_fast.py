@@ -40,7 +40,7 @@ def test_importing_every_command_loads_no_heavy_module() -> None:
 
 @pytest.mark.parametrize(
     "command",
-    [[], ["estimate"], ["benchmark"], ["toy"], ["toy", "run"], ["toy", "sweep"], ["toy", "demo"],
+    [[], ["estimate"], ["test"], ["benchmark"], ["toy"], ["toy", "run"], ["toy", "sweep"], ["toy", "demo"],
      ["toy", "plot"], ["vision"], ["vision", "pretrain"], ["vision", "sweep"], ["vision", "knn"],
      ["vision", "linear"], ["vision", "plot"]],
 )  # fmt: skip

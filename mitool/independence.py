@@ -1,0 +1,1135 @@
+"""Is the dependence real? Permutation tests of independence with the MI as the statistic.
+
+    import mitool
+    result = mitool.independence_test(x, y)        # H0: X and Y are independent
+    print(result)                                  # I(X; Y) = 0.123 nats, p = 0.004 (999 permutations ...)
+    result.statistic, result.pvalue, result.null   # the estimate, its p-value, the null's summary
+    mitool.independence_test(x, y, z)              # H0: X and Y are independent given Z
+    mitool.feature_mi(X, y)                        # each column of X against y, with BH q-values
+    SelectKBest(mitool.feature_scores, k=3)        # scikit-learn's feature selection by MI
+
+**The statistic** is the MI estimate T = I^(X; Y) that :func:`mitool.estimate` would make of the
+data, prepared exactly as it prepares them (:func:`mitool.estimation.prepare`: constant columns
+out, discrete variables found, ties dequantised or taken as atoms), except that continuous data of
+any dimension get a k-nearest-neighbour statistic rather than a trained one (:data:`TEST_DEFAULTS`):
+KSG (k = 20, max-norm) on the normal scores of the ranks; Ross's estimator for a continuous X against
+a discrete Y; the Miller-Madow plug-in for two discrete variables; the chain rule over atoms for
+data with point masses; and, given a continuous Z, Frenzel & Pompe's conditional KSG on rank scores.
+
+**The null distribution** comes from B permutations pi_1 .. pi_B of Y's rows: under H0 the pairing
+of the rows carries no information, so T(x, y) and the T_b = T(x, y_{pi_b}) are exchangeable, and
+
+    p = (1 + #{b : T_b >= T}) / (1 + B)
+
+is a valid p-value: P(p <= alpha) <= alpha for every alpha, exactly, at any n (Phipson & Smyth
+2010, "Permutation p-values should never be zero", Stat. Appl. Genet. Mol. Biol. 9:39). The +1
+counts the observed data among the permutations: p is never 0, and with B permutations the
+smallest p is 1 / (B + 1) (0.001 for the default B = 999). Values of T_b within 1e-12 of T count
+as equal (the same statistic up to rounding, as on a permuted table with the same counts).
+
+**Speed.** What does not change under the permutations is computed once: the KSG statistic keeps
+X's and Y's rank scores, their sorted values (one coordinate) or k-d trees (more), and a table of
+the digamma function; each permutation redoes only the joint neighbour search (scipy's k-d tree,
+three quarters of the time) and the marginal counts, n log n each. At n = 10 000 a permutation
+costs 17.5 ms of CPU on this project's 2-core machine, idle (the tree's query 12 ms of it), where
+a fresh KSG estimate costs 31 ms: 1000 permutations take 17.6 s (``bench/independence.py
+--timing-only``). Fixed points of several coordinates (a 5-D X) are counted from their sorted
+distance table, 20 times faster than by the tree's ball queries.
+
+**Conditional tests**, H0: X independent of Y given Z. Permuting all of X would break its
+dependence on Z as well, and reject a common cause. Given a continuous Z, the local permutation of
+Runge (2018, "Conditional independence testing based on a nearest-neighbor estimator of
+conditional mutual information", AISTATS, Algorithm 1) keeps it: each row's k_perm nearest rows in
+Z (max-norm on Z's rank scores, the row itself included) are its candidates; the rows are visited
+in a random order, and each takes the X of the first of its candidates, in a random order, that no
+row has taken yet (the last candidate when all are taken: a repeat, the only case). X then moves
+only within neighbourhoods of Z, so its law given Z is (nearly) kept, and the statistic is
+Frenzel & Pompe's I^(X; Y | Z) on rank scores (a discrete X or Y is dequantised for it: ties
+broken at random within its values, which keeps the MI and the hypothesis). The test is
+approximate, since the neighbourhoods are not points; ``bench/independence.py`` measures its
+calibration on nonlinear common causes, chains and a 3-D Z. Given a discrete Z, X is permuted
+within each group of Z, which keeps its law given Z exactly (an exact test); the statistic is the
+MI within each group weighted by the group's share, as :func:`mitool.estimate` computes
+I(X; Y | Z).
+
+**Feature screening** (:func:`feature_mi`): each column j of X against y, its MI with the
+estimator's interval, its p-value and the Benjamini-Hochberg q-value (Benjamini & Hochberg 1995):
+with the m p-values sorted, p_(1) <= ... <= p_(m),
+
+    q_(i) = min_{j >= i} min(1, m p_(j) / j),
+
+and the columns with q <= alpha are a selection whose expected false discovery rate is at most
+alpha (for independent or positively dependent tests). A constant column carries no information:
+MI 0 and p = 1, with a note (scikit-learn's ``mutual_info_classif`` once scored a constant column
+above its target's entropy: its issue 30772).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from mitool import checks, estimators
+from mitool.estimation import Prepared, is_discrete, prepare
+from mitool.estimators.base import ArrayLike, as_rows, holds_labels
+from mitool.runtime import chosen_threads
+
+__all__ = [
+    "DEFAULT_PERMUTATIONS",
+    "POINT_STATISTICS",
+    "TEST_DEFAULTS",
+    "Z_NEIGHBOURS",
+    "FeatureMI",
+    "IndependenceTest",
+    "NullSummary",
+    "benjamini_hochberg",
+    "feature_mi",
+    "feature_scores",
+    "frenzel_pompe_statistic",
+    "independence_test",
+    "ksg_statistic",
+    "local_permutation",
+    "permutation_pvalue",
+    "plugin_statistic",
+]
+
+DEFAULT_PERMUTATIONS = 999
+"""Permutations when none are asked for: the smallest p is then 1 / 1000, and the p-value's Monte
+Carlo standard error sqrt(p (1 - p) / B) is 0.007 at p = 0.05."""
+
+Z_NEIGHBOURS = 5
+"""k_perm of the local permutation: the rows of Z whose X a row may take (itself included), Runge's
+default."""
+
+TEST_DEFAULTS: dict[str, estimators.Default] = {
+    "continuous": estimators.Default("ksg", {"normalise": "rank", "k": 20}),
+    "low-dimension": estimators.Default("ksg", {"normalise": "rank", "k": 20}),
+    "discrete": estimators.Default("plugin"),
+    "discrete-y": estimators.Default("ross"),
+    "discrete-y-high-dimension": estimators.Default("ross"),
+    "ties": estimators.Default("atoms"),
+    "conditional": estimators.Default("frenzel-pompe"),
+}
+"""The statistic for each kind of data when no estimator is named: those of
+:data:`mitool.estimators.DEFAULTS` that train nothing, and k-NN estimators where those train a
+network (a training per permutation). KSG with k = 20 neighbours rather than estimate()'s 5: at
+n = 400 (bench/independence.py, reduced run) it stayed calibrated on every null and its power at
+alpha = 0.05 rose from 0.10 to 0.26 (weak linear), 0.10 to 0.54 (labels with small shifts), 0.50 to
+0.82 (one dependent coordinate of five); a larger k averages over wider neighbourhoods, the
+smoother statistic a test of weak dependence needs."""
+
+POINT_STATISTICS = ("ksg", "gaussian", "plugin", "ross", "atoms", "mixed-ksg", "frenzel-pompe")
+"""The estimators whose value is a computation on the rows, recomputed per permutation; the others
+train a network for each."""
+
+DISTANCE_TABLE_MAX = 2048
+"""Fixed points of two coordinates or more are counted from a table of their sorted distances up
+to this many points (32 MB); beyond, by a k-d tree."""
+
+EQUAL_TOLERANCE = 1e-12
+"""Null values within this of the statistic (times 1 + |statistic|) count as equal to it."""
+
+_PERMUTATION_STREAM = 0x1D7E
+"""Keeps the permutations' random stream apart from the preparation's and the estimators'."""
+
+Statistic = Callable[[np.ndarray], float]
+"""The statistic as a function of ``order``: row i of the fixed side goes with row ``order[i]`` of
+the permuted side (Y; X for a conditional test). ``order = arange(n)`` gives the observed value."""
+
+
+# --- results -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NullSummary:
+    """The null distribution of the statistic over the permutations: mean, standard deviation and
+    the quantiles 0.5, 0.95 and 0.99, in nats."""
+
+    mean: float
+    std: float
+    median: float
+    q95: float
+    q99: float
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> NullSummary:
+        """The summary of the null values (NaN where there are none)."""
+        if not len(values):
+            return cls(math.nan, math.nan, math.nan, math.nan, math.nan)
+        median, q95, q99 = (float(q) for q in np.quantile(values, [0.5, 0.95, 0.99]))
+        return cls(float(np.mean(values)), float(np.std(values)), median, q95, q99)
+
+    def as_dict(self) -> dict[str, float]:
+        return {"mean": self.mean, "std": self.std, "median": self.median, "q95": self.q95, "q99": self.q99}
+
+
+@dataclass(frozen=True, repr=False)
+class IndependenceTest:
+    """A permutation test of independence (:func:`independence_test`).
+
+    statistic: the MI estimate on the data, nats. pvalue: (1 + #{null >= statistic}) / (1 +
+    permutations). permutations: B. null: the null distribution's summary (:class:`NullSummary`);
+    null_values: every null value. method: what was done, in a sentence (the estimator, the
+    permutation scheme, the +1). notes: what was decided about the data. estimator: its name.
+    conditional: whether Z was given. n_pairs: the rows. seconds: wall time. scheme: the
+    permutations in a few words (for ``str``).
+    """
+
+    statistic: float
+    pvalue: float
+    permutations: int
+    null: NullSummary
+    method: str
+    notes: tuple[str, ...]
+    estimator: str
+    conditional: bool
+    n_pairs: int
+    seconds: float
+    scheme: str
+    null_values: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
+
+    def __repr__(self) -> str:
+        return (f"IndependenceTest(statistic={self.statistic:.4g}, pvalue={self.pvalue:.4g}, "
+                f"permutations={self.permutations}, estimator={self.estimator!r})")  # fmt: skip
+
+    def __str__(self) -> str:
+        """One sentence: the statistic, the p-value, how many permutations of what."""
+        quantity = "I(X; Y | Z)" if self.conditional else "I(X; Y)"
+        if not self.permutations:
+            return f"{quantity} = {self.statistic:.4f} nats, p = 1 (no permutations needed: {self.scheme})."
+        smallest = self.pvalue <= 1 / (self.permutations + 1) * (1 + 1e-9)
+        floor = f"; the smallest p {self.permutations} permutations can give" if smallest else ""
+        return (f"{quantity} = {self.statistic:.4f} nats, p = {self.pvalue:.3g} ({self.permutations} "
+                f"{self.scheme}, {self.estimator}; null 95% quantile {self.null.q95:.4f} nats"
+                f"{floor}).")  # fmt: skip
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every field but the null values, as plain values (the command line's ``--json``)."""
+        return {
+            "statistic": self.statistic, "pvalue": self.pvalue, "permutations": self.permutations,
+            "null": self.null.as_dict(), "method": self.method, "notes": list(self.notes),
+            "estimator": self.estimator, "conditional": self.conditional, "n_pairs": self.n_pairs,
+            "seconds": self.seconds, "summary": str(self),
+        }  # fmt: skip
+
+
+@dataclass(frozen=True, repr=False)
+class FeatureMI:
+    """Each column of X against y (:func:`feature_mi`): arrays with one value per column.
+
+    columns: the column names. statistic: the MI, nats. ci_low, ci_high: the estimator's interval
+    (:attr:`mitool.Estimate.interval` says what it covers: the sampling noise of the pairs).
+    pvalue: the permutation p-value of each column. qvalue: the Benjamini-Hochberg q-values.
+    permutations: B per column. method: what was done. notes: one tuple of notes per column.
+    """
+
+    columns: tuple[str, ...]
+    statistic: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    pvalue: np.ndarray
+    qvalue: np.ndarray
+    permutations: int
+    method: str
+    notes: tuple[tuple[str, ...], ...]
+
+    def __repr__(self) -> str:
+        return f"FeatureMI(columns={len(self.columns)}, permutations={self.permutations})"
+
+    def __str__(self) -> str:
+        """A table: one line per column, the columns in the given order."""
+        width = max([6, *(len(name) for name in self.columns)])
+        lines = [f"{'column':<{width}}  {'MI (nats)':>9}  {'interval':>17}  {'p':>7}  {'q':>7}"]
+        for index, name in enumerate(self.columns):
+            interval = f"[{self.ci_low[index]:.3f}, {self.ci_high[index]:.3f}]"
+            lines.append(f"{name:<{width}}  {self.statistic[index]:>9.4f}  {interval:>17}  "
+                         f"{self.pvalue[index]:>7.3g}  {self.qvalue[index]:>7.3g}")  # fmt: skip
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "columns": list(self.columns), "statistic": self.statistic.tolist(),
+            "ci_low": self.ci_low.tolist(), "ci_high": self.ci_high.tolist(),
+            "pvalue": self.pvalue.tolist(), "qvalue": self.qvalue.tolist(),
+            "permutations": self.permutations, "method": self.method, "notes": [list(n) for n in self.notes],
+        }  # fmt: skip
+
+
+# --- the arithmetic of p and q -------------------------------------------------------------------
+
+
+def permutation_pvalue(observed: float, null: np.ndarray) -> float:
+    """The permutation p-value with the +1 of Phipson & Smyth (2010):
+    p = (1 + #{b : T_b >= T}) / (1 + B), null values within 1e-12 (1 + |T|) of T counted as equal.
+
+    Examples
+    --------
+    >>> permutation_pvalue(0.5, np.array([0.1, 0.2, 0.3]))      # none as large: the smallest p, 1/4
+    0.25
+    >>> permutation_pvalue(0.2, np.array([0.1, 0.2, 0.3]))      # 0.2 and 0.3 reach it: 3/4
+    0.75
+    """
+    null = np.asarray(null, dtype=float)
+    reached = np.count_nonzero(null >= observed - EQUAL_TOLERANCE * (1 + abs(observed)))
+    return float((1 + reached) / (1 + len(null)))
+
+
+def benjamini_hochberg(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
+    """The Benjamini-Hochberg q-values (adjusted p-values) of m p-values, in their order:
+    q_(i) = min_{j >= i} min(1, m p_(j) / j) over the p-values sorted increasingly. Rejecting every
+    hypothesis with q <= alpha keeps the expected false discovery rate at most alpha (independent
+    or positively dependent tests; Benjamini & Hochberg 1995, J. R. Stat. Soc. B 57:289).
+
+    Examples
+    --------
+    >>> benjamini_hochberg([0.01, 0.04, 0.03, 0.5]).round(3).tolist()
+    [0.04, 0.053, 0.053, 0.5]
+    """
+    values = np.asarray(pvalues, dtype=float)
+    count = len(values)
+    if not count:
+        return values.copy()
+    order = np.argsort(values, kind="stable")
+    scaled = values[order] * count / np.arange(1, count + 1)
+    smallest_after = np.minimum.accumulate(scaled[::-1])[::-1]
+    qvalues = np.empty(count)
+    qvalues[order] = np.minimum(smallest_after, 1.0)
+    return qvalues
+
+
+# --- the statistics, with what the permutations leave fixed computed once --------------------------
+
+
+def _digamma_table(n: int) -> np.ndarray:
+    """psi(m) for m = 0 .. n + 1 (psi(0) unused), so that a count's term is a lookup."""
+    from scipy.special import digamma
+
+    return digamma(np.arange(n + 2, dtype=np.float64))
+
+
+def _strict_reach(radius: np.ndarray) -> np.ndarray:
+    """Strictly within r as within the float below r, as
+    :func:`~mitool.estimators.neighbours.counts_within` reads it."""
+    return np.maximum(np.nextafter(radius, 0.0), 0.0)
+
+
+def _sorted_counts(
+    ordered: np.ndarray, values: np.ndarray, start: np.ndarray, reach: np.ndarray
+) -> np.ndarray:
+    """For each value v_i (whose first place in ``ordered``, the sorted values, is start_i): how many
+    other values o_j satisfy |o_j - v_i| <= reach_i, by the float tests o_j - v_i > reach_i (past the
+    right end) and v_i - o_j <= reach_i (inside the left end), both monotone in j. Each end starts
+    at searchsorted's guess and is moved until both tests hold at it (rarely more than one step):
+    the same counts as :func:`~mitool.estimators.neighbours.counts_within`, on sorted values kept
+    from one call to the next."""
+    size, last = len(ordered), len(ordered) - 1
+    end = np.clip(np.searchsorted(ordered, values + reach, "right"), start, size)
+    while True:  # end: the first j >= start with o_j - v_i > reach_i, or n
+        short = (end < size) & ~(ordered[np.minimum(end, last)] - values > reach)
+        long = (end > start) & (ordered[np.maximum(end - 1, 0)] - values > reach)
+        if not (short.any() or long.any()):
+            break
+        end = end + short - long
+    begin = np.clip(np.searchsorted(ordered, values - reach, "left"), 0, start)
+    while True:  # begin: the first j <= start with v_i - o_j <= reach_i
+        short = (begin < start) & ~(values - ordered[begin] <= reach)
+        long = (begin > 0) & (values - ordered[np.maximum(begin - 1, 0)] <= reach)
+        if not (short.any() or long.any()):
+            break
+        begin = begin + short - long
+    return end - begin - 1
+
+
+def _fixed_points_counter(points: np.ndarray) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """For a set of points (n, d) that the permutations do not change: ``count(rows, reach)``, for
+    each i the number of other points within max-norm distance reach_i of point rows[i] (<=), where
+    ``rows`` holds each point once (a permutation). The structure is built once: for one
+    coordinate the sorted values, counted in their order (the searches' keys then come in order,
+    twice as fast); for more, up to :data:`DISTANCE_TABLE_MAX` points, each point's distances to
+    all the others, sorted (a count is then a binary search: 5-D at n = 400, 0.3 ms where the
+    tree's ball queries take 7 ms); beyond, a k-d tree."""
+    if points.shape[1] == 1:
+        by_value = np.argsort(points[:, 0], kind="stable")
+        place = np.empty(len(points), dtype=np.intp)
+        place[by_value] = np.arange(len(points))
+        ordered = points[by_value, 0]
+        start = np.searchsorted(ordered, ordered, "left")
+
+        def count_sorted(rows: np.ndarray, reach: np.ndarray) -> np.ndarray:
+            where = place[rows]
+            reach_in_order = np.empty(len(points))
+            reach_in_order[where] = reach
+            return _sorted_counts(ordered, ordered, start, reach_in_order)[where]
+
+        return count_sorted
+    if len(points) <= DISTANCE_TABLE_MAX:
+        return _distance_table_counter(points)
+    from scipy.spatial import cKDTree
+
+    tree = cKDTree(points)
+
+    def count(rows: np.ndarray, reach: np.ndarray) -> np.ndarray:
+        found = tree.query_ball_point(
+            points[rows], reach, p=np.inf, return_length=True, workers=chosen_threads()
+        )
+        return np.asarray(found) - 1
+
+    return count
+
+
+def _distance_table_counter(points: np.ndarray) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """:func:`_fixed_points_counter` by a table: row p holds the max-norm distances from point p to
+    every point (itself, 0, included), sorted; the count for point p within reach r is the place of
+    the first distance above r, less one, found by a binary search in all rows at once."""
+    size = len(points)
+    table = np.abs(points[:, None, 0] - points[None, :, 0])
+    for column in range(1, points.shape[1]):
+        np.maximum(table, np.abs(points[:, None, column] - points[None, :, column]), out=table)
+    table.sort(axis=1)
+
+    def count(rows: np.ndarray, reach: np.ndarray) -> np.ndarray:
+        low, high = np.zeros(len(rows), dtype=np.intp), np.full(len(rows), size, dtype=np.intp)
+        while True:
+            open_ = low < high
+            if not open_.any():
+                return low - 1
+            middle = (low + high) // 2
+            above = table[rows, np.minimum(middle, size - 1)] > reach
+            high = np.where(open_ & above, middle, high)
+            low = np.where(open_ & ~above, middle + 1, low)
+
+    return count
+
+
+def _kth_neighbour_distances(points: np.ndarray, ks: Sequence[int]) -> np.ndarray:
+    """(n, len(ks)): the max-norm distance from each point to its k-th nearest other point. The
+    tree is built by sliding midpoints, without shrinking the nodes: half the building time of the
+    default, and the same distances (they do not depend on the tree's shape)."""
+    from scipy.spatial import cKDTree
+
+    tree = cKDTree(points, balanced_tree=False, compact_nodes=False)
+    return tree.query(points, k=[k + 1 for k in ks], p=np.inf, workers=chosen_threads())[0]
+
+
+def ksg_statistic(
+    x: np.ndarray, y: np.ndarray, k: int = 5, k_max: int = 0, normalise: str = "rank"
+) -> Statistic:
+    """KSG's estimate (:func:`mitool.estimators.ksg.ksg`, the same value) as a function of the
+    pairing ``order``, y's row order[i] with x's row i:
+
+        I = psi(k) + psi(n) - mean_i [psi(n_x(i) + 1) + psi(n_y(i) + 1)],
+
+    eps_i the max-norm distance to the k-th neighbour of (x_i, y_order[i]), n_x(i), n_y(i) the other
+    points strictly within eps_i in X and in Y. The scores of X and Y (``normalise``), their sorted
+    values or k-d trees and the digamma table are made once; a call makes the joint search and the
+    counts (the rows are kept in X's order, which keeps the search's neighbours near in memory).
+
+    Examples
+    --------
+    >>> from mitool.estimators.ksg import ksg
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(500, 1)); y = x + rng.normal(size=(500, 1))
+    >>> statistic = ksg_statistic(x, y)
+    >>> bool(abs(statistic(np.arange(500)) - ksg(x, y, normalise="rank")) < 1e-12)
+    True
+    """
+    from mitool.estimators.ksg import ksg
+    from mitool.estimators.neighbours import TREE_MAX_DIM
+    from mitool.estimators.preparation import PREPARATIONS
+
+    n = len(x)
+    checks.whole_number("k", k, 1, n - 1)
+    if x.shape[1] + y.shape[1] > TREE_MAX_DIM:  # all pairs: the estimator's own computation
+        return lambda order: ksg(x, y[order], k=k, k_max=k_max, normalise=normalise)
+    prepare_scores = PREPARATIONS[checks.choice("normalise", normalise, PREPARATIONS)]
+    x_scores, y_scores = prepare_scores(x)[0], prepare_scores(y)[0]
+    ks = list(range(k, max(k, k_max) + 1))
+    psi = _digamma_table(n)
+    constants = [psi[neighbours] + psi[n] for neighbours in ks]
+    by_x = np.argsort(x_scores[:, 0], kind="stable")
+    x_sorted = np.ascontiguousarray(x_scores[by_x])
+    count_x, count_y = _fixed_points_counter(x_sorted), _fixed_points_counter(y_scores)
+    every_x = np.arange(n)
+
+    def statistic(order: np.ndarray) -> float:
+        y_rows = np.asarray(order)[by_x]
+        distances = _kth_neighbour_distances(np.hstack([x_sorted, y_scores[y_rows]]), ks)
+        values = []
+        for column, constant in enumerate(constants):
+            reach = _strict_reach(distances[:, column])
+            values.append(
+                constant - np.mean(psi[count_x(every_x, reach) + 1] + psi[count_y(y_rows, reach) + 1])
+            )
+        return float(np.mean(values))
+
+    return statistic
+
+
+def frenzel_pompe_statistic(x: np.ndarray, y: np.ndarray, z: np.ndarray, k: int = 5) -> Statistic:
+    """Frenzel & Pompe's estimate of I(X; Y | Z) on rank scores as a function of ``order``, x's
+    row order[i] with the y and z of row i (order may repeat rows, as a local permutation does):
+
+        I = psi(k) - mean_i [psi(n_xz(i) + 1) + psi(n_yz(i) + 1) - psi(n_z(i) + 1)],
+
+    the value of :func:`mitool.estimators.frenzel_pompe.frenzel_pompe` on the normal scores of the
+    ranks. The (y, z) and z structures are built once; a call makes the joint search and the (x, z)
+    counts.
+
+    Examples
+    --------
+    >>> from mitool.estimators.frenzel_pompe import frenzel_pompe
+    >>> from mitool.estimators.preparation import normal_scores
+    >>> rng = np.random.default_rng(0)
+    >>> z = rng.normal(size=(400, 1)); x, y = z + rng.normal(size=(2, 400, 1))
+    >>> value = frenzel_pompe_statistic(x, y, z)(np.arange(400))
+    >>> bool(abs(value - frenzel_pompe(*(normal_scores(v)[0] for v in (x, y, z)))) < 1e-12)
+    True
+    """
+    from scipy.spatial import cKDTree
+
+    from mitool.estimators.preparation import normal_scores, standardise
+
+    n = len(x)
+    checks.whole_number("k", k, 1, n - 1)
+    x_scores, y_scores, z_scores = (standardise(normal_scores(part)[0])[0] for part in (x, y, z))
+    count_yz, count_z = (
+        _fixed_points_counter(np.hstack([y_scores, z_scores])),
+        _fixed_points_counter(z_scores),
+    )
+    psi = _digamma_table(n)
+    every = np.arange(n)
+
+    def statistic(order: np.ndarray) -> float:
+        x_now = x_scores[order]
+        reach = _strict_reach(_kth_neighbour_distances(np.hstack([x_now, y_scores, z_scores]), [k])[:, 0])
+        xz = np.hstack([x_now, z_scores])
+        count_xz = np.asarray(
+            cKDTree(xz).query_ball_point(xz, reach, p=np.inf, return_length=True, workers=chosen_threads())
+        ) - 1  # fmt: skip
+        terms = psi[count_xz + 1] + psi[count_yz(every, reach) + 1] - psi[count_z(every, reach) + 1]
+        return float(psi[k] - np.mean(terms))
+
+    return statistic
+
+
+def plugin_statistic(x: np.ndarray, y: np.ndarray, correction: bool = True) -> Statistic:
+    """The Miller-Madow plug-in MI of discrete x and y (:func:`mitool.estimators.discrete.plugin_mi`,
+    the same value) as a function of ``order``: H(X) + H(Y) - H(X, Y), of which only the joint
+    entropy changes under a permutation; the categories' codes and the marginal entropies are made
+    once."""
+    from mitool.estimators.rows import category_codes
+
+    codes_x, codes_y = category_codes(x), category_codes(y)
+    classes_y = int(codes_y.max()) + 1
+
+    def entropy(codes: np.ndarray) -> float:
+        counts = np.bincount(codes)
+        counts = counts[counts > 0]
+        total = counts.sum()
+        value = float(-(counts / total * np.log(counts / total)).sum())
+        return value + ((len(counts) - 1) / (2 * total) if correction else 0.0)
+
+    marginals = entropy(codes_x) + entropy(codes_y)
+    return lambda order: float(marginals - entropy(codes_x * classes_y + codes_y[order]))
+
+
+def _atoms_statistic(x: np.ndarray, y: np.ndarray, k: int) -> tuple[Statistic, str]:
+    """The statistic of the estimator for atoms, as it decides (:class:`mitool.estimators.atoms.Atoms`):
+    the side with the atoms is Y of the chain rule, or both sides have ties and the mixture
+    estimator answers."""
+    from mitool.estimators.atoms import atoms_mi
+    from mitool.estimators.mixed_ksg import mixed_ksg
+    from mitool.estimators.rows import tied_rows
+
+    if tied_rows(x) and tied_rows(y):
+        return (
+            lambda order: mixed_ksg(x, y[order], k=k)
+        ), f"Gao et al.'s mixed KSG (k = {k}; both sides have ties)"
+    if tied_rows(x):  # the atoms are x's: it is the chain rule's Y
+        return (
+            lambda order: atoms_mi(y[order], x, k=k)
+        ), f"the chain rule over X's atoms (Ross's I(Y; A) plus KSG off them, k = {k})"
+    return (
+        lambda order: atoms_mi(x, y[order], k=k)
+    ), f"the chain rule over Y's atoms (Ross's I(X; A) plus KSG off them, k = {k})"
+
+
+def _trained_statistic(estimator: estimators.Estimator, x, y, z, seed: int, permuted: str) -> Statistic:
+    """A trained estimator's value on the permuted rows: one training per call."""
+
+    def statistic(order: np.ndarray) -> float:
+        if permuted == "y":
+            return float(estimator.estimate(x, y[order], z, seed=seed).value)
+        return float(estimator.estimate(x[order], y, z, seed=seed).value)
+
+    return statistic
+
+
+def _unconditional_statistic(estimator: estimators.Estimator, x: np.ndarray, y: np.ndarray,
+                             seed: int) -> tuple[Statistic, str]:  # fmt: skip
+    """The statistic of ``estimator`` on (x, y) as a function of the permutation of y's rows, and
+    its description."""
+    name, settings = estimator.name, estimator.settings
+    if name == "ksg":
+        scores = {"rank": "the normal scores of the ranks", "standard": "standardised data"}[
+            settings.normalise
+        ]
+        ks = f"k = {settings.k}" + (f"..{settings.k_max}" if settings.k_max > settings.k else "")
+        statistic = ksg_statistic(x, y, settings.k, settings.k_max, settings.normalise)
+        return statistic, f"KSG ({ks}, max-norm) on {scores}"
+    if name == "plugin":
+        correction = "Miller-Madow corrected" if settings.correction else "uncorrected"
+        return plugin_statistic(
+            x, y, settings.correction
+        ), f"the plug-in MI of the joint table ({correction})"
+    if name == "ross":
+        from mitool.estimators.ross import ross_mi
+
+        return (lambda order: ross_mi(x, y[order], k=settings.k)), f"Ross's k-NN estimate (k = {settings.k})"
+    if name == "mixed-ksg":
+        from mitool.estimators.mixed_ksg import mixed_ksg
+
+        return (
+            lambda order: mixed_ksg(x, y[order], k=settings.k)
+        ), f"Gao et al.'s mixed KSG (k = {settings.k})"
+    if name == "gaussian":
+        from mitool.estimators.gaussian import gaussian_mi
+
+        correct = settings.bias_correction
+        return (lambda order: gaussian_mi(x, y[order], bias_correction=correct)), "the Gaussian MI (CCA)"
+    if name == "atoms":
+        return _atoms_statistic(x, y, settings.k)
+    return _trained_statistic(estimator, x, y, None, seed, "y"), f"{name} (trained for each permutation)"
+
+
+def _conditional_statistic(estimator: estimators.Estimator, x: np.ndarray, y: np.ndarray, z: np.ndarray,
+                           seed: int) -> tuple[Statistic, str]:  # fmt: skip
+    """The statistic of ``estimator`` on (x, y, z) as a function of the draw of x's rows."""
+    name, settings = estimator.name, estimator.settings
+    if name == "frenzel-pompe":
+        scores = "the normal scores of the ranks"
+        return frenzel_pompe_statistic(x, y, z, settings.k), (
+            f"Frenzel & Pompe's conditional KSG (k = {settings.k}, max-norm) on {scores}"
+        )
+    if name == "gaussian":
+        from mitool.estimators.gaussian import gaussian_conditional_mi
+
+        correct = settings.bias_correction
+        return (lambda order: gaussian_conditional_mi(x[order], y, z, bias_correction=correct)), (
+            "the Gaussian conditional MI"
+        )
+    return _trained_statistic(estimator, x, y, z, seed, "x"), f"{name} (trained for each permutation)"
+
+
+# --- the permutation schemes -----------------------------------------------------------------------
+
+
+def local_permutation(neighbours: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One draw of Runge's local permutation (2018, Algorithm 1): ``neighbours`` (n, k_perm) holds
+    each row's candidates (its nearest rows in Z, itself included). Each row's candidates are
+    shuffled; the rows are visited in a random order, and each takes the first of its candidates
+    that no earlier row took, or, when all are taken, its last one (a repeat). Returns ``drawn``:
+    row i gets the X of row drawn[i].
+
+    Examples
+    --------
+    >>> candidates = np.array([[0, 1], [1, 0], [2, 3], [3, 2]])   # two pairs of near rows
+    >>> drawn = local_permutation(candidates, np.random.default_rng(0))
+    >>> sorted(drawn.tolist()), bool(set(drawn[:2]) == {0, 1})
+    ([0, 1, 2, 3], True)
+    """
+    shuffled = np.take_along_axis(neighbours, rng.random(neighbours.shape).argsort(axis=1), axis=1).tolist()
+    taken = bytearray(len(neighbours))
+    drawn = [0] * len(neighbours)
+    for row in rng.permutation(len(neighbours)).tolist():
+        for candidate in shuffled[row]:
+            if not taken[candidate]:
+                break
+        drawn[row] = candidate  # the first not taken, or the last when all were
+        taken[candidate] = 1
+    return np.asarray(drawn)
+
+
+def _z_neighbours(z: np.ndarray, count: int) -> np.ndarray:
+    """(n, count): each row's ``count`` nearest rows in Z (itself first), max-norm on Z's rank scores."""
+    from scipy.spatial import cKDTree
+
+    from mitool.estimators.preparation import normal_scores
+
+    scores = normal_scores(z)[0]
+    return (
+        cKDTree(scores).query(scores, k=count, p=np.inf, workers=chosen_threads())[1].reshape(len(z), count)
+    )
+
+
+# --- the tests -------------------------------------------------------------------------------------
+
+
+def _permutation_count(permutations: int | None, estimator: str | None) -> tuple[int, list[str]]:
+    """B and a note when it is the default; a trained estimator needs B said."""
+    if estimator is not None:
+        estimators.estimator_class(estimator)  # an unknown name: the error naming the choices
+        if estimator not in POINT_STATISTICS and permutations is None:
+            raise checks.ParameterError(
+                "permutations", f"must be given to test with {estimator}, which trains a network for each "
+                f"permutation ({DEFAULT_PERMUTATIONS} trainings by default); pass a number knowingly "
+                "(say 99), or leave the estimator unset for a k-NN statistic",
+            )  # fmt: skip
+    if permutations is None:
+        return DEFAULT_PERMUTATIONS, [f"{DEFAULT_PERMUTATIONS} permutations (the default)"]
+    return checks.whole_number("permutations", permutations, 1), []
+
+
+def _check_size(estimator: estimators.Estimator, prepared: Prepared) -> None:
+    dims = [part.shape[1] for part in (prepared.x, prepared.y, prepared.z) if part is not None]
+    needed = estimator.minimum_pairs(*dims)
+    if len(prepared.x) < needed:
+        raise checks.ParameterError(
+            "x",
+            f"has too few samples ({len(prepared.x)}; the test with {estimator.name} needs at least "
+            f"{needed})",
+        )
+
+
+def _run(
+    statistic: Statistic, draw: Callable[[], np.ndarray], n: int, count: int
+) -> tuple[float, np.ndarray]:
+    """The observed statistic and ``count`` null values, each on a fresh draw."""
+    observed = statistic(np.arange(n))
+    return observed, np.array([statistic(draw()) for _ in range(count)])
+
+
+def _plus_one(count: int) -> str:
+    return (f"p = (1 + #{{null >= observed}}) / (1 + {count}), the +1 of Phipson & Smyth (2010): never 0, at "
+            f"least 1/{count + 1}")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """A test's numbers and words, before they become an :class:`IndependenceTest`."""
+
+    observed: float
+    null: np.ndarray
+    method: str
+    scheme: str
+    estimator: str
+    notes: tuple[str, ...] = ()
+
+
+def _unconditional(prepared: Prepared, count: int, rng: np.random.Generator, seed: int) -> _Outcome:
+    _check_size(prepared.estimator, prepared)
+    statistic, described = _unconditional_statistic(prepared.estimator, prepared.x, prepared.y, seed)
+    n = len(prepared.x)
+    observed, null = _run(statistic, lambda: rng.permutation(n), n, count)
+    method = (f"Permutation test of independence: the statistic {described}, recomputed on {count} random "
+              f"permutations of Y's rows; {_plus_one(count)}.")  # fmt: skip
+    return _Outcome(observed, null, method, "permutations of Y", prepared.estimator.name)
+
+
+def _local(
+    prepared: Prepared, count: int, rng: np.random.Generator, seed: int, z_neighbours: int
+) -> _Outcome:
+    _check_size(prepared.estimator, prepared)
+    n = len(prepared.x)
+    checks.whole_number("z_neighbours", z_neighbours, 2, n)
+    statistic, described = _conditional_statistic(
+        prepared.estimator, prepared.x, prepared.y, prepared.z, seed
+    )
+    candidates = _z_neighbours(prepared.z, z_neighbours)
+    repeats: list[int] = []
+
+    def draw() -> np.ndarray:
+        drawn = local_permutation(candidates, rng)
+        repeats.append(n - len(np.unique(drawn)))
+        return drawn
+
+    observed, null = _run(statistic, draw, n, count)
+    method = (f"Conditional permutation test (Runge 2018's local permutation): in each of {count} draws, "
+              f"every row takes the X of one of its {z_neighbours} nearest rows in Z (max-norm on Z's rank "
+              f"scores, itself included), without repeats where possible; the statistic {described}; "
+              f"{_plus_one(count)}.")  # fmt: skip
+    notes = (f"local permutation: {np.mean(repeats) / n:.1%} of the rows took an X another row took too (all "
+             f"{z_neighbours} candidates taken), on average over the draws",)  # fmt: skip
+    return _Outcome(
+        observed, null, method, "local permutations of X within Z", prepared.estimator.name, notes
+    )
+
+
+def _within_groups(prepared: Prepared, count: int, rng: np.random.Generator, options: dict[str, Any],
+                   seed: int) -> _Outcome:  # fmt: skip
+    """A discrete Z: the statistic within each group of Z, weighted by the groups' shares, and the
+    permutations within the groups (as :func:`mitool.estimate` computes I(X; Y | Z))."""
+    from mitool.estimators.rows import category_codes
+
+    groups = category_codes(prepared.z)
+    discrete = ",".join(name for name in ("x", "y") if prepared.sides[name]) or "none"
+    parts: list[tuple[float, Statistic, int]] = []
+    skipped, names, described = [], set(), ""
+    for group in range(int(groups.max()) + 1):
+        rows = np.flatnonzero(groups == group)
+        share = len(rows) / len(groups)
+        part = prepare(
+            prepared.x[rows], prepared.y[rows], discrete=discrete, defaults=TEST_DEFAULTS, **options
+        )
+        if part.exact is not None:  # a side constant within the group: I = 0 there, whatever the order
+            parts.append((share, lambda order: 0.0, len(rows)))
+            continue
+        dims = (part.x.shape[1], part.y.shape[1])
+        if len(rows) < part.estimator.minimum_pairs(*dims):
+            skipped.append(len(rows))
+            continue
+        statistic, described = _unconditional_statistic(part.estimator, part.x, part.y, seed)
+        parts.append((share, statistic, len(rows)))
+        names.add(part.estimator.name)
+    if not parts:
+        raise checks.ParameterError("z", "has no group of Z with enough pairs for the estimator within it")
+    weight = sum(share for share, _, _ in parts)
+
+    def combined(draw: Callable[[int], np.ndarray]) -> float:
+        return sum(share * statistic(draw(size)) for share, statistic, size in parts) / weight
+
+    observed = combined(np.arange)
+    null = np.array([combined(rng.permutation) for _ in range(count)])
+    notes = [
+        f"z discrete: X permuted within each of its {len(parts)} groups, the statistic weighted by their "
+        "shares"
+    ]
+    if skipped:
+        notes.append(
+            f"{len(skipped)} group(s) of Z with too few pairs ({', '.join(map(str, skipped))}) left out"
+        )
+    name = "/".join(sorted(names)) or "none"
+    method = (f"Conditional permutation test for a discrete Z: X permuted within each group of Z ({count} "
+              f"permutations), which keeps X's law given Z exactly; the statistic the MI within each group "
+              f"({described or name}) weighted by the groups' shares; {_plus_one(count)}.")  # fmt: skip
+    return _Outcome(observed, null, method, f"permutations of X within the {len(parts)} groups of Z", name,
+                    tuple(notes))  # fmt: skip
+
+
+def _untied(prepared: Prepared, seed: int) -> Prepared:
+    """For the k-NN statistic given a continuous Z: a discrete X or Y dequantised (random
+    tie-breaking within its values, :func:`mitool.ties.dequantise`). It is recovered from the
+    result, so I(X; Y | Z) and the null hypothesis are unchanged, and the statistic's distances are
+    no longer 0."""
+    if prepared.estimator.name != "frenzel-pompe" or not (prepared.sides["x"] or prepared.sides["y"]):
+        return prepared
+    from mitool.ties import treat_ties
+
+    rng = np.random.default_rng([seed, _PERMUTATION_STREAM, 0x71E5])
+    rows, notes = {"x": prepared.x, "y": prepared.y}, list(prepared.notes)
+    for name in ("x", "y"):
+        if prepared.sides[name]:
+            rows[name] = treat_ties(name, rows[name], "dequantise", rng).rows
+            notes.append(f"{name} is discrete: dequantised for the k-NN statistic (ties broken at random "
+                         "within its values; the MI and the hypothesis unchanged)")  # fmt: skip
+    return replace(prepared, x=rows["x"], y=rows["y"], notes=tuple(notes))
+
+
+def _exact_outcome(prepared: Prepared, count: int, conditional: bool) -> _Outcome:
+    """A constant side: the statistic is 0 on the data and on every permutation, so p = 1."""
+    side = "X" if any("x is constant" in note for note in prepared.exact.notes) else "Y"
+    method = (f"No test was needed: {side} is constant, so I = 0 on the data and on every permutation of it, "
+              "and p = 1.")  # fmt: skip
+    return _Outcome(
+        0.0, np.zeros(0), method, f"{side} is constant", "none", ("a constant side: p = 1, exactly",)
+    )
+
+
+def _test(
+    x: ArrayLike, y: ArrayLike, z: ArrayLike | None, estimator: str | None, permutations: int | None,
+    seed: int, ties: str, discrete: str, z_neighbours: int, settings: dict[str, Any],
+    stream: tuple[int, ...] = (),
+) -> tuple[IndependenceTest, Prepared]:  # fmt: skip
+    """The test and the prepared data; ``stream`` sets the permutations apart (one per column of
+    :func:`feature_mi`)."""
+    start = time.perf_counter()
+    count, notes = _permutation_count(permutations, estimator)
+    options = {"estimator": estimator, "ties": ties, "seed": seed, **settings}
+    prepared = prepare(x, y, z, discrete=discrete, defaults=TEST_DEFAULTS, **options)
+    rng = np.random.default_rng([seed, _PERMUTATION_STREAM, *stream])
+    conditional = z is not None
+    if prepared.exact is not None:
+        outcome = _exact_outcome(prepared, count, conditional)
+    elif prepared.z is not None and prepared.estimator is None:
+        outcome = _within_groups(prepared, count, rng, options, seed)
+    elif prepared.z is not None:
+        prepared = _untied(prepared, seed)
+        outcome = _local(prepared, count, rng, seed, z_neighbours)
+    else:
+        outcome = _unconditional(prepared, count, rng, seed)
+    exact = prepared.exact is not None
+    pvalue = 1.0 if exact else permutation_pvalue(outcome.observed, outcome.null)
+    result = IndependenceTest(
+        statistic=float(outcome.observed), pvalue=pvalue,
+        permutations=0 if exact else count, null=NullSummary.of(outcome.null), method=outcome.method,
+        notes=(*prepared.notes, *notes, *outcome.notes), estimator=outcome.estimator, conditional=conditional,
+        n_pairs=len(prepared.x), seconds=time.perf_counter() - start, scheme=outcome.scheme,
+        null_values=outcome.null,
+    )  # fmt: skip
+    return result, prepared
+
+
+def independence_test(
+    x: ArrayLike,
+    y: ArrayLike,
+    z: ArrayLike | None = None,
+    *,
+    estimator: str | None = None,
+    permutations: int | None = None,
+    seed: int = 0,
+    ties: str = "auto",
+    discrete: str = "auto",
+    z_neighbours: int = Z_NEIGHBOURS,
+    **settings: Any,
+) -> IndependenceTest:
+    """A permutation test of H0: X and Y are independent (with ``z``: independent given Z), with
+    the MI estimate as the statistic (see the module for the mathematics).
+
+    p = (1 + #{b : T_b >= T}) / (1 + B) over B permutations (Phipson & Smyth 2010): valid at any n,
+    never 0. Unconditional: the rows of Y permuted. Given a continuous Z: Runge's (2018) local
+    permutation of X within Z-neighbourhoods, the statistic Frenzel & Pompe's conditional KSG.
+    Given a discrete Z: X permuted within each group of Z.
+
+    Parameters
+    ----------
+    x, y : array_like, shape (n, dx) and (n, dy), or (n,)
+        Row i of ``x`` goes with row i of ``y`` (as :func:`mitool.estimate` takes them: numbers,
+        tensors, labels).
+    z : array_like, shape (n, dz), optional
+        The variables to condition on.
+    estimator : str, optional
+        The statistic: a name of :func:`mitool.estimators.names`; default: the k-NN statistic for
+        the data (:data:`TEST_DEFAULTS`). An estimator that trains a network retrains for every
+        permutation, so it is refused unless ``permutations`` is given.
+    permutations : int, optional
+        B; default :data:`DEFAULT_PERMUTATIONS` (999), with a note.
+    seed : int
+        All the randomness: the dequantisation of ties, the permutations, a trained estimator's.
+    ties, discrete : str
+        As :func:`mitool.estimate` reads them.
+    z_neighbours : int
+        k_perm of the local permutation (a continuous Z): the candidates of each row, itself included.
+    **settings
+        The estimator's own settings (``k=8``).
+
+    Returns
+    -------
+    IndependenceTest
+        ``.statistic`` (nats), ``.pvalue``, ``.permutations``, ``.null`` (mean, std, quantiles),
+        ``.method`` and ``.notes``; ``str(result)`` says it in a sentence.
+
+    Raises
+    ------
+    ParameterError
+        Bad input, in one line naming the parameter: too few rows for the statistic, rows that do
+        not pair, a trained estimator without ``permutations``.
+
+    Examples
+    --------
+    >>> import numpy as np, mitool
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=300)
+    >>> dependent = mitool.independence_test(x, x + rng.normal(size=300), permutations=199)
+    >>> dependent.pvalue                          # the smallest p that 199 permutations can give
+    0.005
+    >>> independent = mitool.independence_test(x, rng.normal(size=300), permutations=199)
+    >>> bool(independent.pvalue > 0.05)
+    True
+    >>> z = rng.normal(size=300)                  # a common cause: dependent, but not given Z
+    >>> a, b = z + 0.5 * rng.normal(size=300), z + 0.5 * rng.normal(size=300)
+    >>> bool(mitool.independence_test(a, b, z, permutations=99).pvalue > 0.05)
+    True
+    """
+    return _test(x, y, z, estimator, permutations, seed, ties, discrete, z_neighbours, settings)[0]
+
+
+# --- per feature -----------------------------------------------------------------------------------
+
+
+def _column_names(features: Any, width: int, columns: Sequence[str] | None) -> tuple[str, ...]:
+    if columns is not None:
+        if len(columns) != width:
+            raise checks.ParameterError(
+                "columns", f"must name each of the {width} columns, got {len(columns)} names"
+            )
+        return tuple(str(name) for name in columns)
+    if hasattr(features, "columns"):  # a pandas DataFrame
+        return tuple(str(name) for name in features.columns)
+    return tuple(f"x{index}" for index in range(width))
+
+
+def _feature_columns(features: Any) -> list[Any]:
+    """The columns of X: a DataFrame's Series (their dtype says labels), or an array's columns."""
+    if hasattr(features, "iloc") and hasattr(features, "columns"):
+        return [features.iloc[:, index] for index in range(features.shape[1])]
+    if hasattr(features, "detach"):
+        features = features.detach().cpu().numpy()
+    array = np.asarray(features)
+    if array.ndim == 1:
+        array = array[:, None]
+    if array.ndim != 2:
+        raise checks.ParameterError(
+            "X", f"must be a table of one row per sample (n, d), got shape {array.shape}"
+        )
+    return [array[:, index] for index in range(array.shape[1])]
+
+
+def _declared_features(discrete_features: Any, width: int) -> list[bool | None]:
+    """Each column: declared discrete (True), continuous (False) or left to the auto rule (None);
+    ``discrete_features`` as scikit-learn takes it: "auto", a bool, a boolean mask or indices."""
+    if isinstance(discrete_features, str):
+        checks.choice("discrete_features", discrete_features, ("auto",))
+        return [None] * width
+    if isinstance(discrete_features, (bool, np.bool_)):
+        return [bool(discrete_features)] * width
+    chosen = np.asarray(discrete_features)
+    if chosen.dtype == bool:
+        if chosen.shape != (width,):
+            raise checks.ParameterError(
+                "discrete_features", f"as a mask must have {width} entries, got {chosen.shape}"
+            )
+        return chosen.tolist()
+    declared = [False] * width
+    for index in chosen.reshape(-1).tolist():
+        checks.whole_number("discrete_features", index, -width, width - 1)
+        declared[index] = True
+    return declared
+
+
+def _is_discrete_side(data: Any, declared: bool | None, parameter: str, name: str) -> bool:
+    """Whether a side is discrete: labels always; declared; or by :func:`mitool.estimation.is_discrete`."""
+    if holds_labels(data):
+        return True
+    rows = as_rows(data, data)[0]
+    if declared is None:
+        return is_discrete(rows)
+    if declared and not np.all(rows == np.round(rows)):
+        raise checks.ParameterError(parameter, f"declares {name} discrete, but it holds non-integer values")
+    return declared
+
+
+def _column_discrete(
+    column: Any, target: Any, feature: bool | None, target_declared: bool | None, name: str
+) -> str:
+    """The ``discrete`` argument of the test of one column against the target."""
+    if feature is None and target_declared is None:
+        return "auto"
+    sides = [
+        "x" if _is_discrete_side(column, feature, "discrete_features", f"column {name}") else "",
+        "y" if _is_discrete_side(target, target_declared, "discrete_target", "the target") else "",
+    ]
+    return ",".join(side for side in sides if side) or "none"
+
+
+def feature_mi(
+    X: Any,
+    y: ArrayLike,
+    *,
+    discrete_features: Any = "auto",
+    discrete_target: str | bool = "auto",
+    permutations: int = DEFAULT_PERMUTATIONS,
+    seed: int = 0,
+    ties: str = "auto",
+    columns: Sequence[str] | None = None,
+    **settings: Any,
+) -> FeatureMI:
+    """Each column of X against y: its MI, the estimator's interval, the permutation p-value of
+    :func:`independence_test` and the Benjamini-Hochberg q-value over the columns (see the module).
+
+    Parameters
+    ----------
+    X : array_like or pandas DataFrame, shape (n, d)
+        The features, one column each (a DataFrame's column names become ``.columns``).
+    y : array_like, shape (n,) or (n, dy)
+        The target: numbers or labels.
+    discrete_features : "auto", bool or array_like
+        As scikit-learn's ``mutual_info_classif`` takes it: "auto" (labels, and whole numbers with
+        at most max(2, sqrt(n)) distinct values, are discrete), all or none, a boolean mask or the
+        indices of the discrete columns.
+    discrete_target : "auto" or bool
+        Whether y is discrete (labels always are).
+    permutations : int
+        B per column.
+    seed : int
+        All the randomness (column j's permutations are their own stream).
+    ties : str
+        As :func:`mitool.estimate` reads it.
+    columns : sequence of str, optional
+        The columns' names (default: a DataFrame's, else x0, x1, ...).
+    **settings
+        The statistics' own settings (``k=20``: more neighbours, more power against weak
+        dependence; see :func:`independence_test`).
+
+    Returns
+    -------
+    FeatureMI
+        Arrays ``.statistic``, ``.ci_low``, ``.ci_high``, ``.pvalue``, ``.qvalue`` and ``.columns``;
+        ``print(result)`` shows the table. For scikit-learn: :func:`feature_scores`.
+
+    Examples
+    --------
+    >>> import numpy as np, mitool
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 4))
+    >>> X[:, 3] = 1.0                                          # a constant column
+    >>> y = (X[:, 0] + 0.3 * rng.normal(size=300) > 0).astype(int)
+    >>> result = mitool.feature_mi(X, y, permutations=99)
+    >>> result.columns
+    ('x0', 'x1', 'x2', 'x3')
+    >>> bool(result.qvalue[0] < 0.05), float(result.statistic[3]), float(result.pvalue[3])
+    (True, 0.0, 1.0)
+    """
+    width = len(_feature_columns(X))
+    names = _column_names(X, width, columns)
+    declared = _declared_features(discrete_features, width)
+    if not isinstance(discrete_target, (bool, np.bool_)):
+        checks.choice("discrete_target", discrete_target, ("auto",))
+    target_declared = None if isinstance(discrete_target, str) else bool(discrete_target)
+    checks.whole_number("permutations", permutations, 1)
+    rows: list[tuple[float, float, float, float, tuple[str, ...]]] = []
+    for index, column in enumerate(_feature_columns(X)):
+        discrete = _column_discrete(column, y, declared[index], target_declared, names[index])
+        result, prepared = _test(column, y, None, None, permutations, seed, ties, discrete, Z_NEIGHBOURS,
+                                 settings, stream=(index,))  # fmt: skip
+        notes = result.notes
+        if prepared.exact is not None:
+            low = high = 0.0
+            if any(note.startswith("x is constant") for note in prepared.exact.notes):
+                notes = (f"column {names[index]} is constant: it carries no information, MI 0 and p = 1 (no "
+                         "permutations needed)", *notes)  # fmt: skip
+        else:
+            interval = prepared.estimator.estimate(prepared.x, prepared.y, seed=seed)
+            low, high = interval.ci_low, interval.ci_high
+        rows.append((result.statistic, low, high, result.pvalue, notes))
+    statistic, low, high, pvalue = (np.array([row[j] for row in rows], dtype=float) for j in range(4))
+    method = (f"Each column against y by independence_test ({permutations} permutations of y per column; "
+              f"{_plus_one(permutations)}); the interval is the estimator's (the sampling noise of the "
+              "pairs); q: Benjamini-Hochberg over the columns.")  # fmt: skip
+    return FeatureMI(names, statistic, low, high, pvalue, benjamini_hochberg(pvalue), permutations, method,
+                     tuple(row[4] for row in rows))  # fmt: skip
+
+
+def feature_scores(X: Any, y: ArrayLike, **options: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(MI, p-value) of each column of X against y (:func:`feature_mi` with ``options``), the pair
+    scikit-learn's univariate selectors take as ``score_func``::
+
+        SelectKBest(mitool.feature_scores, k=3)                     # the 3 columns of highest MI
+        SelectFdr(mitool.feature_scores, alpha=0.05)                # BH at 5% on the p-values
+        SelectKBest(partial(mitool.feature_scores, permutations=199), k=3)   # faster
+
+    Examples
+    --------
+    >>> import numpy as np, mitool
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 3)); y = X[:, 1] + 0.5 * rng.normal(size=200)
+    >>> scores, pvalues = mitool.feature_scores(X, y, permutations=49)
+    >>> int(np.argmax(scores)), float(pvalues[1])
+    (1, 0.02)
+    """
+    result = feature_mi(X, y, **options)
+    return result.statistic, result.pvalue

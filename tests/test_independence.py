@@ -1,0 +1,360 @@
+"""Permutation tests of independence (:mod:`mitool.independence`): calibration in miniature, power,
+the +1 of Phipson & Smyth, the conditional schemes (local permutation, groups of a discrete Z), the
+statistics equal to the estimators' values, per-feature q-values and scikit-learn's selectors, and
+the command line (JSON, bad input in one line)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from scipy import stats
+
+import mitool
+from mitool.checks import ParameterError
+from mitool.cli.main import main
+from mitool.estimators.discrete import plugin_mi
+from mitool.estimators.frenzel_pompe import frenzel_pompe
+from mitool.estimators.ksg import ksg
+from mitool.estimators.neighbours import counts_within
+from mitool.estimators.preparation import normal_scores
+from mitool.estimators.ross import ross_mi
+from mitool.independence import (
+    _fixed_points_counter,
+    benjamini_hochberg,
+    frenzel_pompe_statistic,
+    ksg_statistic,
+    local_permutation,
+    permutation_pvalue,
+    plugin_statistic,
+)
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MITOOL_THREADS", "1")
+
+
+def binomial_band(trials: int, rate: float, outside: float = 1e-3) -> tuple[int, int]:
+    """The counts a Binomial(trials, rate) leaves with probability at most ``outside`` in all."""
+    return int(stats.binom.ppf(outside / 2, trials, rate)), int(stats.binom.isf(outside / 2, trials, rate))
+
+
+# --- the arithmetic ---------------------------------------------------------------------------------
+
+
+def test_the_plus_one_correction_exactly() -> None:
+    assert permutation_pvalue(1.0, np.zeros(99)) == 1 / 100
+    assert permutation_pvalue(0.0, np.zeros(99)) == 1.0  # ties count as reaching it
+    assert permutation_pvalue(0.5, np.array([0.1, 0.6, 0.7, 0.2])) == 3 / 5
+    assert permutation_pvalue(0.3, np.array([0.3 - 1e-15])) == 1.0  # equal up to rounding
+
+
+@pytest.mark.parametrize("permutations", [19, 99])
+def test_a_perfect_dependence_gets_the_smallest_p_and_never_zero(permutations: int) -> None:
+    x = np.random.default_rng(3).normal(size=200)
+    result = mitool.independence_test(x, np.exp(x), permutations=permutations)
+    assert result.pvalue == 1 / (permutations + 1) and result.permutations == permutations
+    assert "the smallest p" in str(result)
+
+
+def test_benjamini_hochberg_against_a_plain_implementation() -> None:
+    def plain(pvalues: list[float]) -> list[float]:
+        m = len(pvalues)
+        ranked = sorted(range(m), key=lambda i: pvalues[i])
+        q = [0.0] * m
+        for position, index in enumerate(ranked):
+            q[index] = min(1.0, min(pvalues[ranked[j]] * m / (j + 1) for j in range(position, m)))
+        return q
+
+    rng = np.random.default_rng(0)
+    for pvalues in (
+        rng.uniform(size=17),
+        np.r_[rng.uniform(0, 0.01, 5), rng.uniform(size=20)],
+        [0.5, 0.5, 0.01],
+    ):
+        assert np.allclose(benjamini_hochberg(pvalues), plain(list(pvalues)), rtol=0, atol=1e-15)
+
+
+# --- the statistics are the estimators' values ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("dimension", [1, 2, 5])
+def test_the_counts_on_kept_points_are_those_of_counts_within(dimension: int) -> None:
+    rng = np.random.default_rng(1)
+    points = np.round(rng.normal(size=(500, dimension)), 1)  # ties, and radii at exactly the gaps
+    counter = _fixed_points_counter(points)  # sorted values (one coordinate), sorted distances (more)
+    for radius in (rng.uniform(0, 0.5, 500), np.full(500, 0.1), np.full(500, 0.2)):
+        order = rng.permutation(500)
+        reach = np.maximum(np.nextafter(radius, 0.0), 0.0)
+        assert np.array_equal(counter(order, reach), counts_within(points[order], radius))
+
+
+def test_the_statistics_equal_the_estimators() -> None:
+    rng = np.random.default_rng(2)
+    x, z = rng.normal(size=(300, 1)), rng.normal(size=(300, 1))
+    y = x**2 + rng.normal(size=(300, 1))
+    order = rng.permutation(300)
+    assert ksg_statistic(x, y)(order) == pytest.approx(ksg(x, y[order], normalise="rank"), abs=1e-12)
+    two = np.hstack([x, z])  # a tree for the marginal counts
+    assert ksg_statistic(two, y, k=3, k_max=6)(order) == pytest.approx(
+        ksg(two, y[order], k=3, k_max=6, normalise="rank"), abs=1e-12
+    )
+    scores = [normal_scores(part)[0] for part in (x, y, z)]
+    assert frenzel_pompe_statistic(x, y, z)(order) == pytest.approx(
+        frenzel_pompe(scores[0][order], scores[1], scores[2]), abs=1e-12
+    )
+    a, b = rng.integers(0, 4, size=(300, 1)), rng.integers(0, 3, size=(300, 1))
+    assert plugin_statistic(a, b)(order) == pytest.approx(plugin_mi(a, b[order]), abs=1e-12)
+    result = mitool.independence_test(x, y, permutations=9)
+    same = mitool.estimate(x, y, estimator="ksg", normalise="rank", k=20)  # the test's statistic: k = 20
+    assert result.statistic == pytest.approx(same.value, abs=1e-12)
+
+
+def test_labels_are_tested_with_ross_and_counts_with_the_plug_in() -> None:
+    rng = np.random.default_rng(4)
+    labels = rng.choice(["a", "b", "c"], size=300)
+    features = rng.normal(size=300) + (labels == "b")
+    result = mitool.independence_test(features, labels, permutations=49)
+    codes = np.unique(labels, return_inverse=True)[1].reshape(-1, 1).astype(float)
+    assert result.estimator == "ross" and result.statistic == pytest.approx(ross_mi(features[:, None], codes))
+    assert result.pvalue == 1 / 50
+    counts = mitool.independence_test(rng.poisson(2, 300), rng.poisson(2, 300), permutations=49)
+    assert counts.estimator == "plugin" and counts.pvalue > 0.01
+
+
+# --- calibration and power ---------------------------------------------------------------------------------
+
+
+def test_calibration_in_miniature() -> None:
+    """100 independent data sets (n = 200, 59 permutations each, so that 0.05 is a possible p):
+    the rejections at 0.05 within the binomial band that a valid test leaves with probability
+    0.999, and the p-values' mean within 3.4 standard errors of its value (their law is uniform on
+    1/60 .. 1)."""
+    rng = np.random.default_rng(20260)
+    pvalues = []
+    for replicate in range(100):
+        x, y = rng.standard_t(3, size=200), rng.normal(size=200)
+        pvalues.append(mitool.independence_test(x, y, permutations=59, seed=replicate).pvalue)
+    low, high = binomial_band(100, 0.05)
+    rejected = int(np.sum(np.array(pvalues) <= 0.05))
+    assert low <= rejected <= high, (rejected, (low, high))
+    assert abs(np.mean(pvalues) - 61 / 120) < 3.4 * np.sqrt((60**2 - 1) / 12) / 60 / 10
+    assert min(pvalues) >= 1 / 60
+
+
+def test_power_on_a_clear_alternative() -> None:
+    rng = np.random.default_rng(5)
+    angle = rng.uniform(0, 2 * np.pi, 300)  # a noisy circle: no correlation, strong dependence
+    x, y = np.cos(angle) + 0.1 * rng.normal(size=300), np.sin(angle) + 0.1 * rng.normal(size=300)
+    assert abs(np.corrcoef(x, y)[0, 1]) < 0.15
+    assert mitool.independence_test(x, y, permutations=199).pvalue < 0.01
+
+
+def test_the_seed_controls_everything() -> None:
+    rng = np.random.default_rng(6)
+    x, y = rng.normal(size=150), np.round(rng.normal(size=150), 1)  # ties: dequantised with the seed
+    first, again = (mitool.independence_test(x, y, permutations=29, seed=7) for _ in range(2))
+    other = mitool.independence_test(x, y, permutations=29, seed=8)
+    assert first.pvalue == again.pvalue and np.array_equal(first.null_values, again.null_values)
+    assert not np.array_equal(first.null_values, other.null_values)
+
+
+# --- conditional tests ---------------------------------------------------------------------------------
+
+
+def test_local_permutation_draws_among_the_neighbours_without_repeats_where_possible() -> None:
+    rng = np.random.default_rng(7)
+    z = rng.normal(size=(300, 1))
+    from mitool.independence import _z_neighbours
+
+    candidates = _z_neighbours(z, 5)
+    assert np.array_equal(candidates[:, 0], np.arange(300))  # each row is its own first candidate
+    drawn = local_permutation(candidates, rng)
+    assert all(drawn[row] in candidates[row] for row in range(300))
+    assert len(np.unique(drawn)) > 0.85 * 300  # repeats only where all candidates were taken
+    pairs = np.array([[1, 0], [0, 1]])  # two rows that can swap: always a permutation
+    assert sorted(local_permutation(pairs, rng).tolist()) == [0, 1]
+
+
+def test_a_common_cause_is_not_rejected_too_often_and_a_direct_effect_is_found() -> None:
+    rng = np.random.default_rng(8)
+    rejected = 0
+    for replicate in range(30):
+        z = rng.normal(size=200)
+        x = np.sin(2 * z) + z + 0.4 * rng.normal(size=200)  # both functions of Z, plus noise
+        y = np.tanh(z) + 0.3 * rng.normal(size=200)
+        rejected += mitool.independence_test(x, y, z, permutations=39, seed=replicate).pvalue <= 0.05
+    assert rejected <= binomial_band(30, 0.05)[1] + 1, rejected  # the local scheme is close to exact
+    z = rng.normal(size=300)
+    x = z + 0.5 * rng.normal(size=300)
+    y = z + x + 0.5 * rng.normal(size=300)  # and directly on X
+    direct = mitool.independence_test(x, y, z, permutations=49)
+    assert direct.pvalue == 1 / 50 and direct.conditional and "Runge" in direct.method
+    assert str(direct).startswith("I(X; Y | Z) =")
+
+
+def test_a_discrete_x_given_a_continuous_z_is_dequantised_for_the_k_nn_statistic() -> None:
+    rng = np.random.default_rng(15)
+    z = rng.normal(size=300)
+    x = (z + rng.normal(size=300) > 0).astype(int)  # binary, through Z only
+    y = z + 0.5 * rng.normal(size=300)
+    result = mitool.independence_test(x, y, z, permutations=49)
+    assert result.pvalue > 0.05 and any("x is discrete: dequantised" in note for note in result.notes)
+    assert mitool.independence_test(x, y + x, z, permutations=49).pvalue == 1 / 50
+
+
+def test_a_discrete_z_permutes_within_its_groups() -> None:
+    rng = np.random.default_rng(9)
+    z = rng.integers(0, 3, size=450)
+    x, y = z + rng.normal(size=450), z + rng.normal(size=450)  # dependent through Z only
+    assert mitool.independence_test(x, y, permutations=49).pvalue == 1 / 50
+    given = mitool.independence_test(x, y, z, permutations=99)
+    assert given.pvalue > 0.05 and "within each group" in given.method
+    within = mitool.estimate(x, y, z, estimator="ksg", normalise="rank", k=20)  # the same statistic
+    assert given.statistic == pytest.approx(within.value, abs=1e-12)
+    direct = mitool.independence_test(x, y + 0.8 * x, z, permutations=49)
+    assert direct.pvalue == 1 / 50
+
+
+# --- refusals and notes --------------------------------------------------------------------------------
+
+
+def test_a_constant_column_gives_p_one_with_a_note() -> None:
+    rng = np.random.default_rng(10)
+    result = mitool.independence_test(np.ones(100), rng.normal(size=100))
+    assert result.pvalue == 1.0 and result.statistic == 0.0 and any("constant" in n for n in result.notes)
+    features = np.column_stack([rng.normal(size=200), np.full(200, 3.0)])
+    table = mitool.feature_mi(features, rng.integers(0, 2, size=200), permutations=19)
+    assert (
+        table.pvalue[1] == 1.0 and table.statistic[1] == 0.0 and (table.ci_low[1], table.ci_high[1]) == (0, 0)
+    )
+    assert "constant" in table.notes[1][0]
+
+
+def test_bad_input_is_one_line() -> None:
+    rng = np.random.default_rng(11)
+    with pytest.raises(ParameterError, match="needs at least 22"):
+        mitool.independence_test(rng.normal(size=10), rng.normal(size=10))
+    with pytest.raises(ParameterError, match="same number of rows"):
+        mitool.independence_test(rng.normal(size=50), rng.normal(size=49))
+    with pytest.raises(ParameterError, match="trains a network for each permutation") as refused:
+        mitool.independence_test(rng.normal(size=50), rng.normal(size=50), estimator="infonce")
+    assert "\n" not in str(refused.value)
+    with pytest.raises(ParameterError, match="permutations must be a whole number"):
+        mitool.independence_test(rng.normal(size=50), rng.normal(size=50), permutations=0)
+
+
+# --- per feature, and scikit-learn ---------------------------------------------------------------------
+
+
+def test_feature_mi_q_values_are_benjamini_hochberg_of_its_p_values() -> None:
+    rng = np.random.default_rng(12)
+    features = rng.normal(size=(250, 5))
+    target = features[:, 1] + 0.5 * features[:, 3] ** 2 + 0.5 * rng.normal(size=250)
+    table = mitool.feature_mi(features, target, permutations=49)
+    assert table.columns == ("x0", "x1", "x2", "x3", "x4")
+    assert np.array_equal(table.qvalue, benjamini_hochberg(table.pvalue))
+    assert set(np.flatnonzero(table.qvalue <= 0.05)) == {1, 3}
+    assert np.all(table.ci_low <= table.statistic) and np.all(table.statistic <= table.ci_high)
+    assert "x1" in str(table)
+
+
+def test_select_k_best_picks_the_informative_columns() -> None:
+    pytest.importorskip("sklearn")
+    from functools import partial
+
+    from sklearn.feature_selection import SelectFdr, SelectKBest
+
+    rng = np.random.default_rng(13)
+    features = rng.normal(size=(200, 6))
+    labels = (features[:, 2] + np.abs(features[:, 4]) > 1).astype(int)
+    scores = partial(mitool.feature_scores, permutations=39)
+    best = SelectKBest(scores, k=2).fit(features, labels)
+    assert set(np.flatnonzero(best.get_support())) == {2, 4}
+    assert best.pvalues_ is not None and best.pvalues_.min() == 1 / 40
+    finer = partial(mitool.feature_scores, permutations=99)  # BH at 5% of 6 needs p below 0.05 / 3
+    assert set(np.flatnonzero(SelectFdr(finer, alpha=0.05).fit(features, labels).get_support())) == {2, 4}
+
+
+# --- the command line -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("independence")
+    rng = np.random.default_rng(14)
+    x = rng.normal(size=(200, 2))
+    y = x[:, 0] + 0.5 * rng.normal(size=200)
+    paths = {name: folder / f"{name}.npy" for name in ("x", "y", "x1", "short", "y199")}
+    np.save(paths["x"], x)
+    np.save(paths["y"], y)
+    np.save(paths["x1"], x[:, 1])
+    np.save(paths["short"], y[:10])
+    np.save(paths["y199"], y[:199])
+    paths["table"] = folder / "table.csv"
+    np.savetxt(paths["table"], x, delimiter=",", header="signal,noise", comments="")
+    return paths
+
+
+def test_the_command_line_json(files: dict[str, Path]) -> None:
+    result = CliRunner().invoke(main, ["test", str(files["x"]), str(files["y"]), "--permutations", "49",
+                                       "--json"], catch_exceptions=False)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["pvalue"] == 1 / 50 and report["statistic"] > 0.3 and report["permutations"] == 49
+    assert set(report["null"]) == {"mean", "std", "median", "q95", "q99"} and "Phipson" in report["method"]
+    sentence = CliRunner().invoke(main, ["test", str(files["x1"]), str(files["y"]), "--permutations", "49",
+                                         "--k", "8"])  # fmt: skip
+    assert sentence.exit_code == 0 and sentence.stdout.startswith("I(X; Y) = ") and "k = 8" in sentence.stdout
+
+
+def test_the_command_line_per_feature_names_the_columns(files: dict[str, Path]) -> None:
+    args = ["test", str(files["table"]), str(files["y"]), "--per-feature", "--permutations", "29"]
+    table = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert table.exit_code == 0, table.output
+    assert table.stdout.splitlines()[1].startswith("signal") and "noise" in table.stdout
+    report = json.loads(CliRunner().invoke(main, [*args, "--json"], catch_exceptions=False).stdout)
+    assert report["columns"] == ["signal", "noise"] and report["pvalue"][0] == 1 / 30
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["short", "short"], "X has too few samples (10; the test with ksg needs at least 22)"),
+        (["x", "y199"], "Y must have the same number of rows"),
+        (["x", "y", "--estimator", "nwj"], "--permutations must be given to test with nwj"),
+        (["x", "y", "--permutations", "0"], "--permutations must be a whole number"),
+    ],
+)
+def test_the_command_line_bad_input_is_one_line_and_exit_2(files, arguments: list[str], message: str) -> None:
+    paths = [str(files[name]) for name in arguments[:2]]
+    result = CliRunner().invoke(main, ["test", *paths, *arguments[2:]])
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1 and message in result.output, result.output
+
+
+def test_the_docstring_examples_run() -> None:
+    import doctest
+
+    import mitool.independence
+
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report: list[str] = []
+    for test in doctest.DocTestFinder().find(mitool.independence):
+        runner.run(test, out=report.append)
+    assert runner.tries >= 10 and runner.failures == 0, "".join(report)
+
+
+def test_the_help_loads_no_heavy_module() -> None:
+    code = ("import sys; from click.testing import CliRunner; from mitool.cli.main import main; "
+            "r = CliRunner().invoke(main, ['test', '--help']); "
+            "heavy = ('torch._C', 'torchvision', 'matplotlib'); "
+            "print(r.exit_code, [m for m in heavy if m in sys.modules])")  # fmt: skip
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "0 []", found.stdout + found.stderr
