@@ -164,7 +164,12 @@ def two_process_states(tmp_path_factory) -> list[dict]:
 
 @pytest.mark.parametrize("method", METHODS)
 def test_two_gloo_processes_match_one_process(two_process_states, method: str) -> None:
-    single = _train(method, 0, 1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the workers: with two threads DCLW's sums round differently (1.6e-3 seen)
+    try:
+        single = _train(method, 0, 1)
+    finally:
+        torch.set_num_threads(threads)
     for rank, states in enumerate(two_process_states):
         distributed_state = states[method]
         assert distributed_state.keys() == single.keys()
