@@ -8,6 +8,8 @@ roll), and a few tasks of high MI, from 1 to 50 dimensions per side and 0.18 to 
 ``discrete`` (:mod:`mitool.benchmark.discrete`) and ``conditional`` (:mod:`mitool.benchmark.conditional`)
 tasks with discrete or mixed variables and with conditional MI. :func:`get_task` finds any task of
 any suite by name.
+``highmi`` (:mod:`mitool.benchmark.highmi`): strong dependence, 2 to 20 nats, images among the tasks.
+``bmi-v2`` (:mod:`mitool.benchmark.bmi_v2`): the 26 tasks of "Beyond Normal"'s v2 config, mixtures among them.
 """
 
 from __future__ import annotations
@@ -180,12 +182,26 @@ def _conditional_suite() -> list[Task]:
     return conditional_suite()
 
 
+def _highmi_suite() -> list[Task]:
+    from mitool.benchmark.highmi import highmi_suite
+
+    return highmi_suite()
+
+
+def _bmi_v2_suite() -> list[Task]:
+    from mitool.benchmark.bmi_v2 import bmi_v2_suite
+
+    return bmi_v2_suite()
+
+
 SUITES: dict[str, Callable[[], list[Task]]] = {
     "main": _main_suite,
     "quick": _quick_suite,
     "bmi": _bmi_suite,
     "discrete": _discrete_suite,
     "conditional": _conditional_suite,
+    "highmi": _highmi_suite,
+    "bmi-v2": _bmi_v2_suite,
 }
 """Suite name -> a function building its tasks (built on demand: some take a moment)."""
 
