@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mitool.estimators.base import IMAGE_DIMENSIONS, image_note
+
 __all__ = ["SUFFIXES", "Samples", "load_samples", "table"]
 
 SUFFIXES = (".npy", ".npz", ".csv")
@@ -103,15 +105,20 @@ def _array_samples(data: np.ndarray, path: Path, name: str) -> Samples:
         raise ValueError(
             f"{name}: {path} must hold numbers or text labels (dtype <U), got dtype {data.dtype}"
         )
+    notes = (note,) if (note := image_note(name, data)) else ()
     if data.ndim == 1:
         data = data[:, None]
+    if data.ndim in IMAGE_DIMENSIONS:
+        data = data.reshape(len(data), -1)
     if data.ndim != 2 or data.shape[0] < 1 or data.shape[1] < 1:
-        raise ValueError(f"{name}: expected one row per sample (a 1-D or 2-D array), got shape {data.shape}")
+        raise ValueError(
+            f"{name}: expected one row per sample (a 1-D or 2-D array, or images (n, H, W) or (n, C, H, W)), "
+            f"got shape {data.shape}"
+        )
     if data.dtype.kind == "U":
         labels = data.astype(object)
-        return Samples(
-            labels, None, (_labels_note(name, [(f"{j + 1}", labels[:, j]) for j in range(data.shape[1])]),)
-        )
+        columns = [(f"{j + 1}", labels[:, j]) for j in range(data.shape[1])]
+        return Samples(labels, None, (*notes, _labels_note(name, columns)))
     data = data.astype(np.float64)
     bad = ~np.isfinite(data)
     if bad.any():
@@ -119,7 +126,7 @@ def _array_samples(data: np.ndarray, path: Path, name: str) -> Samples:
         raise ValueError(
             f"{name}: {path} holds NaN or infinite values (first in row {row}); remove or fill them"
         )
-    return Samples(data)
+    return Samples(data, None, notes)
 
 
 # --- CSV: the rules, as functions of the rows -------------------------------------------------------

@@ -74,23 +74,34 @@ def toy() -> None:
 @settings_options(_RUN)
 @settings_options(_SETTINGS)
 @click.option("--out", default="runs/toy-run", show_default=True, help="Output directory.")
+@click.option(
+    "--beside", default="", help="Comma-separated estimators of `mitool estimate` (flow, ksg, gaussian, "
+    "...) run at each stage on fresh pairs of its law and drawn beside the bounds; default: none.",
+)  # fmt: skip
+@click.option(
+    "--beside-pairs", default=10_000, show_default=True, type=click.IntRange(min=2),
+    help="Pairs per stage for the --beside estimators.",
+)  # fmt: skip
 @_FORMAT
 @_CAPTION
 @_QUIET
 @click.pass_context
 def run_command(
-    context: click.Context, out: str, file_format: str, caption: bool, quiet: bool, **_: object
-) -> None:
+    context: click.Context, out: str, beside: str, beside_pairs: int, file_format: str, caption: bool,
+    quiet: bool, **_: object,
+) -> None:  # fmt: skip
     """One configuration (one critic, one K, the given bounds and seeds) over the staircase.
 
     Writes OUT/curves.csv (run, estimator, critic, negatives, alpha, seed, step, true_mi, estimate),
-    OUT/summary.csv, OUT/staircase.FORMAT and OUT/config.json.
+    OUT/summary.csv, OUT/staircase.FORMAT and OUT/config.json; with --beside, OUT/beside.csv (each
+    estimator's estimate at each stage, its interval open above where it is a lower bound).
     """
-    from mitool.cli.common import check_device
+    from mitool.cli.common import check_device, parse_list
     from mitool.figures import check_format
     from mitool.progress import Progress
     from mitool.runtime import set_threads_to_free_cores
     from mitool.toy import plots, study
+    from mitool.toy.beside import check_beside, estimates_beside, write_beside
 
     set_threads_to_free_cores()
     grid, settings = _study(
@@ -98,11 +109,17 @@ def run_command(
     )
     check_device(settings.device)
     check_format(file_format)
+    estimators_beside = check_beside(parse_list("beside", beside, str)) if beside else ()
     out_path = Path(out)
     with Progress(settings.total_steps, "toy run", enabled=not quiet) as bar:
         study.run(out_path, grid, settings, progress=progress_reporter(bar), log=log_line)
+    extra = []
+    if estimators_beside:
+        rows = estimates_beside(estimators_beside, settings, beside_pairs, seed=grid.first_seed, log=log_line)
+        extra.append(write_beside(out_path, rows))
     written = plots.redraw(out_path, file_format, caption)
-    _echo_written([out_path / "curves.csv", out_path / "summary.csv", *written, out_path / "config.json"])
+    tables = [out_path / "curves.csv", out_path / "summary.csv", *extra]
+    _echo_written([*tables, *written, out_path / "config.json"])
 
 
 def _run_sweep(

@@ -51,6 +51,7 @@ from mitool.estimators.base import (
     Progress,
     as_rows,
     holds_labels,
+    image_note,
     one_by_one,
 )
 from mitool.estimators.rows import category_codes, distinct_rows
@@ -62,6 +63,7 @@ __all__ = [
     "Estimate",
     "Prepared",
     "all_setting_names",
+    "beyond_the_ceiling",
     "case_of",
     "estimate",
     "is_discrete",
@@ -88,6 +90,12 @@ dimension (4 Gaussian classes, MI 0.634, n = 3000, 2 seeds: Ross -0.03 at 10 dim
 Ross 2.07, the classifier 2.15, a logistic regression's held-out bound 2.195), but the classifier
 needs pairs to learn from (breast cancer, 30 features, n = 569: both 0.55; wine, 13 features,
 n = 178: the classifier 0.11, Ross 0.94, the logistic bound 1.02)."""
+
+
+UNCAPPED = "flow"
+"""The estimator the default turns to when its estimate nears a ceiling (``details["saturating"]``:
+InfoNCE's log(K + 1)): normalizing flows that make (X, Y) jointly Gaussian, whose estimate has no
+ceiling (:mod:`mitool.estimators.flow`)."""
 
 
 def is_discrete(rows: np.ndarray) -> bool:
@@ -238,7 +246,7 @@ def _plan(x: ArrayLike, y: ArrayLike, z: ArrayLike | None, options: _Options) ->
         name for name, data in (("x", x), ("y", y), ("z", z)) if data is not None and holds_labels(data)
     }
     x_rows, y_rows, z_rows = as_rows(x, y, z)
-    notes: list[str] = []
+    notes = [note for name, data in (("x", x), ("y", y), ("z", z)) if (note := image_note(name, data))]
     x_rows, dropped_x = _without_constant_columns("x", x_rows)
     y_rows, dropped_y = _without_constant_columns("y", y_rows)
     notes += dropped_x + dropped_y
@@ -431,14 +439,44 @@ def estimate(
     >>> bool(result.ci_low < 0.347 < result.ci_high)
     True
     """
-    plan = _plan(x, y, z, _Options(estimator, discrete, ties, seed, settings))
+    options = _Options(estimator, discrete, ties, seed, settings)
+    plan = _plan(x, y, z, options)
     if plan.done is not None:
         return plan.done
     if plan.chosen is None:
         result = _within_groups(*plan.rows, estimator, plan.sides, ties, seed, settings, plan.notes)
-    else:
-        result = plan.chosen.estimate(*plan.rows, seed=seed, progress=progress).with_notes(*plan.notes)
+        return result.with_notes(*trust_notes(result))
+    return _finished(plan.chosen.estimate(*plan.rows, seed=seed, progress=progress), plan, options, progress)
+
+
+def _finished(result: Estimate, plan: _Plan, options: _Options, progress: Progress | None) -> Estimate:
+    """The estimator's result with the plan's notes, past its ceiling when it saturates and the
+    estimator was the default's choice (:func:`beyond_the_ceiling`), and the notes of trust."""
+    if options.estimator is None and result.details.get("saturating"):
+        uncapped = estimators.get(UNCAPPED).estimate(*plan.rows, seed=options.seed, progress=progress)
+        result = beyond_the_ceiling(result, uncapped)
+    result = result.with_notes(*plan.notes)
     return result.with_notes(*trust_notes(result))
+
+
+def beyond_the_ceiling(capped: Estimate, uncapped: Estimate) -> Estimate:
+    """The answer when a capped estimate (a lower bound near its ceiling) and an uncapped one of the
+    same pairs are both at hand: the uncapped estimate when it agrees with the lower bound (it is
+    not below the capped estimate's interval), with a note saying so; otherwise the capped lower
+    bound, its interval open above, with a note saying that the two disagree and neither is the MI."""
+    if uncapped.value >= capped.ci_low:
+        return uncapped.with_notes(
+            f"the default's {capped.estimator} gave {capped.value:.4f} nats, near its ceiling of "
+            f"{capped.details['ceiling']:.4f} where it falls short of the MI; this is the "
+            f"{uncapped.estimator} estimate instead (not capped), which agrees with that lower bound",
+            capped=capped.value,
+        )  # fmt: skip
+    return capped.with_notes(
+        f"{uncapped.estimator} (not capped) gave {uncapped.value:.4f} nats, below this lower bound: it could "
+        "not model the pair, so the MI is known only to be at least this much (more pairs or a larger "
+        "eval_block raise the ceiling)",
+        uncapped=uncapped.value,
+    )  # fmt: skip
 
 
 def trust_notes(result: Estimate) -> list[str]:
@@ -495,8 +533,8 @@ class Automatic:
         if len(names) == 1 and None not in names and len(shapes) == 1:
             results = plans[0].chosen.estimate_many([plan.rows for plan in plans], seeds, progress)
             return [
-                r if isinstance(r, Exception) else r.with_notes(*p.notes).with_notes(*trust_notes(r))
-                for r, p in zip(results, plans, strict=True)
+                r if isinstance(r, Exception) else _finished(r, p, self._options(seed), progress)
+                for r, p, seed in zip(results, plans, seeds, strict=True)
             ]
         return one_by_one(self.estimate, datasets, seeds)
 

@@ -35,6 +35,7 @@ from matplotlib.lines import Line2D
 from mitool import bounds, checks, critics
 from mitool.figures import PAGE_WIDTH, check_format, paper_style, pyplot, save
 from mitool.files import read_csv
+from mitool.toy.beside import read_beside
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -428,11 +429,13 @@ def _draw_bound_steps(
 
 
 def figure_staircase(
-    curves: Sequence[dict[str, str]], settings: dict | None = None, caption: bool = True
-) -> Figure:
+    curves: Sequence[dict[str, str]], settings: dict | None = None, caption: bool = True,
+    beside: Sequence[dict[str, str]] = (),
+) -> Figure:  # fmt: skip
     """The estimates of one critic and K (rows of curves.csv) against the step; ``settings``: the
     study's settings (config.json) for the caption line, drawn under the figure unless ``caption``
-    is False."""
+    is False; ``beside``: rows of beside.csv (:mod:`mitool.toy.beside`), each estimator's estimate
+    at each stage drawn at the stage's middle with its interval (an arrow up where it is open)."""
     if not curves:
         raise ValueError("curves.csv has no rows to plot")
     true_mi = {int(row["step"]): _float(row["true_mi"]) for row in curves}
@@ -452,6 +455,7 @@ def figure_staircase(
         clipped = clipped or marks[0]
         diverged += [name] if marks[1] else []
     _draw_caps(axis, caps)
+    _draw_beside(axis, beside, limits)
     axis.step(steps, truth, where="post", color="black", linewidth=1.2, label="true MI $I$")
     _finish_staircase(figure, axis, limits, clipped, diverged, f"{critic} critic, K = {negatives}")
     if caption:
@@ -460,6 +464,29 @@ def figure_staircase(
         _caption(figure, f"Lines: mean over seeds, smoothed (EMA over ~{1 / (1 - weight):.0f} steps){band}; "
                  f"dots: every step's estimate. {_protocol(settings, seeds)}.")  # fmt: skip
     return figure
+
+
+_BESIDE_MARKERS = ("D", "s", "^", "v", "P", "X")
+
+
+def _draw_beside(axis: Axes, rows: Sequence[dict[str, str]], limits: tuple[float, float]) -> None:
+    """Each estimator of beside.csv at each stage's middle step, with its interval; an interval open
+    above (a lower bound near a ceiling) as a bar to the top of the axis with an arrow."""
+    names = list(dict.fromkeys(row["estimator"] for row in rows))
+    for index, name in enumerate(names):
+        mine = [row for row in rows if row["estimator"] == name]
+        middle = np.array([(_float(row["start"]) + _float(row["stop"])) / 2 for row in mine])
+        value = np.array([_float(row["estimate"]) for row in mine])
+        low = np.array([_float(row["ci_low"]) for row in mine])
+        high = np.array([_float(row["ci_high"]) for row in mine])
+        colour = f"C{(index + 5) % 10}"
+        axis.plot(middle, value, linestyle="none", marker=_BESIDE_MARKERS[index % len(_BESIDE_MARKERS)],
+                  color=colour, markersize=6, label=f"{name} on fresh pairs (whole estimator)")  # fmt: skip
+        closed = np.isfinite(high)
+        axis.vlines(middle[closed], low[closed], high[closed], color=colour, linewidth=1.5)
+        for step, bottom in zip(middle[~closed], low[~closed], strict=True):
+            axis.annotate("", xy=(step, limits[1]), xytext=(step, bottom),
+                          arrowprops={"arrowstyle": "->", "color": colour, "linewidth": 1.2})  # fmt: skip
 
 
 def _draw_caps(axis: Axes, caps: dict[str, float]) -> None:
@@ -526,7 +553,8 @@ def redraw(out: Path, file_format: str = "png", caption: bool = True) -> list[Pa
                 out / f"staircase_{curves_path.parent.name}{suffix}",
             )
     elif (out / "curves.csv").is_file():  # a single run
-        keep(figure_staircase(read_csv(out / "curves.csv"), settings, caption), out / f"staircase{suffix}")
+        staircase = figure_staircase(read_csv(out / "curves.csv"), settings, caption, read_beside(out))
+        keep(staircase, out / f"staircase{suffix}")
     else:
         raise FileNotFoundError(f"OUT: {out} holds neither curves.csv (toy run) nor cells/ (toy sweep)")
     return written

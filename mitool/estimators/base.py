@@ -185,6 +185,9 @@ class Estimate:
         quantity = "I(X; Y | Z)" if conditional else "I(X; Y)"
         head = (f"{quantity} = {self.value:.4f} +- {self.stderr:.4f} nats, {level} interval "
                 f"[{self.ci_low:.4f}, {self.ci_high:.4f}]")  # fmt: skip
+        if math.isinf(self.ci_high):
+            head = (f"{quantity} is at least {self.value:.4f} nats (a lower bound; +- {self.stderr:.4f}), "
+                    f"{level} interval [{self.ci_low:.4f}, inf)")  # fmt: skip
         details = self.details
         if "critic" in details:
             evaluator = details["evaluator"]
@@ -208,6 +211,15 @@ class Estimate:
         values["notes"] = list(self.notes)
         values["details"] = dict(self.details)
         return {"value": self.value, "estimate": self.value, **values}
+
+    def as_lower_bound(self, why: str) -> Estimate:
+        """A copy whose interval is open above (``ci_high`` = inf): the value is a lower bound of
+        the MI, which may be far larger, for the reason ``why`` (added to what the interval covers)."""
+        return dataclasses.replace(
+            self,
+            ci_high=math.inf,
+            interval=f"{self.interval}; open above, as the value is a lower bound: {why}",
+        )
 
     def with_notes(self, *notes: str, **details: Any) -> Estimate:
         """A copy with ``notes`` added and ``details`` updated."""
@@ -416,6 +428,26 @@ def _coded(name: str, array: np.ndarray) -> np.ndarray:
     return coded.reshape(array.shape) if array.ndim == 1 else coded
 
 
+UNCAPPED_ADVICE = (
+    "use estimator flow (normalizing flows to a joint Gaussian, not capped) or, for Gaussian-like data, "
+    "gaussian"
+)
+"""What a note of an estimate near its ceiling advises."""
+
+IMAGE_DIMENSIONS = (3, 4)
+"""The array dimensions read as images, (n, H, W) or (n, C, H, W): each image is one row of its
+pixels (a flattening is a fixed invertible map, so the MI is the images')."""
+
+
+def image_note(name: str, data: object) -> str | None:
+    """The note saying that ``data`` holds images and was flattened, or None when it does not."""
+    shape = getattr(data, "shape", None)
+    if shape is None or len(shape) not in IMAGE_DIMENSIONS:
+        return None
+    size = " x ".join(str(side) for side in shape[1:])
+    return f"{name}: {shape[0]} images of {size}, each flattened to a row of {math.prod(shape[1:])} pixels"
+
+
 def _as_array(name: str, data: object) -> np.ndarray:
     if isinstance(data, str):
         raise checks.ParameterError(
@@ -436,8 +468,13 @@ def _as_array(name: str, data: object) -> np.ndarray:
     array = array.astype(np.float64)
     if array.ndim == 1:
         array = array[:, None]
+    if array.ndim in IMAGE_DIMENSIONS:  # images (n, H, W) or (n, C, H, W): one row of pixels each
+        array = array.reshape(len(array), -1)
     if array.ndim != 2 or array.shape[0] < 1 or array.shape[1] < 1:
-        raise checks.ParameterError(name, f"must have one row per sample (n, d), got shape {array.shape}")
+        raise checks.ParameterError(
+            name, f"must have one row per sample: (n, d), or images (n, H, W) or (n, C, H, W); got shape "
+            f"{array.shape}",
+        )  # fmt: skip
     bad = ~np.isfinite(array)
     if bad.any():
         row = int(np.argwhere(bad)[0][0])

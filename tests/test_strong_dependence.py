@@ -1,0 +1,138 @@
+"""Strong dependence (issue 27): no capped or saturating number is presented as the estimate; images
+are samples like any other."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from scipy.special import digamma
+
+import mitool
+from mitool.checks import ParameterError
+from mitool.cli.main import main
+from mitool.estimation import beyond_the_ceiling
+from mitool.estimators.base import Estimate
+from mitool.estimators.ksg import SATURATION_GAP, ksg_ceiling
+from mitool.files import read_csv
+
+
+def _pair(n: int, mi: float, dim: int = 1, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Correlated Gaussians with I(X; Y) = mi nats over ``dim`` coordinate pairs."""
+    rng = np.random.default_rng(seed)
+    rho = math.sqrt(-math.expm1(-2 * mi / dim))
+    x = rng.normal(size=(n, dim))
+    return x, rho * x + math.sqrt(1 - rho**2) * rng.normal(size=(n, dim))
+
+
+def test_the_ksg_ceiling_is_psi_n_minus_psi_k_and_no_estimate_passes_it() -> None:
+    assert ksg_ceiling(10_000, 5) == pytest.approx(digamma(10_000) - digamma(5))
+    assert ksg_ceiling(1000, 3, 5) == pytest.approx(np.mean([digamma(1000) - digamma(k) for k in (3, 4, 5)]))
+    x = np.random.default_rng(1).normal(size=(2000, 1))
+    # y a strictly increasing function of x: infinite MI, and KSG stops at its ceiling
+    result = mitool.estimate(x, np.sinh(x), estimator="ksg", ties="dequantise")
+    assert result.value <= result.details["ceiling"] + 1e-9
+    assert result.details["saturating"] is True and result.ci_high == math.inf
+
+
+def test_ksg_near_its_ceiling_is_a_lower_bound_open_above_and_says_what_to_use() -> None:
+    x, y = _pair(3000, mi=12.0)
+    result = mitool.estimate(x, y, estimator="ksg")
+    ceiling = result.details["ceiling"]
+    assert result.value >= ceiling - SATURATION_GAP and result.value < 12.0 - 3  # far short of the MI
+    assert result.ci_high == math.inf and result.ci_low < result.value
+    sentence = str(result)
+    assert f"is at least {result.value:.4f} nats" in sentence and "inf)" in sentence
+    assert "estimator flow" in sentence and "gaussian" in sentence
+
+
+def test_ksg_well_below_its_ceiling_keeps_its_two_sided_interval() -> None:
+    x, y = _pair(2000, mi=0.5)
+    result = mitool.estimate(x, y, estimator="ksg")
+    assert result.details["saturating"] is False
+    assert result.ci_low < 0.5 < result.ci_high < math.inf
+    assert "at least" not in str(result)
+
+
+def _estimate(value: float, low: float, high: float, name: str, **details: object) -> Estimate:
+    return Estimate(value, (high - low) / 4, low, high, 0.95, "test", name, 100, 0.0, details=details)
+
+
+def test_beyond_the_ceiling_takes_the_uncapped_estimate_that_agrees_with_the_lower_bound() -> None:
+    capped = _estimate(6.8, 6.7, 6.9, "infonce", ceiling=6.9078).as_lower_bound("capped")
+    uncapped = _estimate(10.2, 10.0, 10.4, "flow")
+    chosen = beyond_the_ceiling(capped, uncapped)
+    assert (chosen.value, chosen.ci_high, chosen.estimator) == (10.2, 10.4, "flow")
+    assert chosen.details["capped"] == 6.8 and "infonce gave 6.8000 nats" in chosen.notes[-1]
+
+
+def test_beyond_the_ceiling_keeps_the_lower_bound_when_the_uncapped_estimate_falls_below_it() -> None:
+    capped = _estimate(6.8, 6.7, 6.9, "infonce", ceiling=6.9078).as_lower_bound("capped")
+    uncapped = _estimate(5.0, 4.9, 5.1, "flow")
+    chosen = beyond_the_ceiling(capped, uncapped)
+    assert (chosen.value, chosen.ci_high, chosen.estimator) == (6.8, math.inf, "infonce")
+    assert chosen.details["uncapped"] == 5.0 and "at least this much" in chosen.notes[-1]
+
+
+def _bumps(n: int, pixels: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Images of a Gaussian bump at a latent point u in [0, 1]^2, and v = u + noise."""
+    rng = np.random.default_rng(seed)
+    u = rng.uniform(size=(n, 2))
+    grid = (np.arange(pixels) + 0.5) / pixels
+    gx, gy = np.meshgrid(grid, grid)
+    images = np.exp(-((gx - u[:, 0, None, None]) ** 2 + (gy - u[:, 1, None, None]) ** 2) / (2 * 0.2**2))
+    return images, u + 0.05 * rng.normal(size=(n, 2))
+
+
+def test_images_are_rows_of_pixels_with_a_note() -> None:
+    images, v = _bumps(1500, 6)
+    as_images = mitool.estimate(images, v, estimator="ksg")
+    as_rows = mitool.estimate(images.reshape(1500, -1), v, estimator="ksg")
+    assert as_images.value == as_rows.value  # the same rows, the same estimate
+    assert "x: 1500 images of 6 x 6, each flattened to a row of 36 pixels" in as_images.notes
+    channels = mitool.estimate(images[:, None], v, estimator="ksg")  # (n, C, H, W)
+    assert channels.value == as_rows.value and any("1 x 6 x 6" in note for note in channels.notes)
+    with pytest.raises(ParameterError, match=r"^x must have one row per sample"):
+        mitool.estimate(images[:, None, None], v)
+
+
+def test_image_files_on_the_command_line(tmp_path: Path) -> None:
+    images, v = _bumps(800, 5)
+    np.save(tmp_path / "images.npy", images)
+    np.save(tmp_path / "v.npy", v)
+    files = [str(tmp_path / "images.npy"), str(tmp_path / "v.npy")]
+    args = ["estimate", *files, "--estimator", "ksg", "--quiet"]
+    report = json.loads(CliRunner().invoke(main, [*args, "--json"], catch_exceptions=False).stdout)
+    expected = mitool.estimate(images.reshape(800, -1), v, estimator="ksg")
+    assert report["value"] == pytest.approx(expected.value)
+    assert any("800 images of 5 x 5" in note for note in report["notes"])
+
+
+def test_toy_run_draws_whole_estimators_beside_the_bounds(tmp_path: Path) -> None:
+    args = ["toy", "run", "--mi", "2,8", "--steps-per-stage", "20", "--dim", "2", "--estimators", "infonce",
+            "--beside", "gaussian,ksg", "--beside-pairs", "3000", "--out", str(tmp_path / "run"),
+            "--quiet"]  # fmt: skip
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    rows = read_csv(tmp_path / "run" / "beside.csv")
+    assert [(row["estimator"], float(row["true_mi"])) for row in rows] == [
+        ("gaussian", 2.0), ("ksg", 2.0), ("gaussian", 8.0), ("ksg", 8.0)
+    ]  # fmt: skip
+    for row in rows:
+        if row["estimator"] == "gaussian":  # the right model: within 5% of the staircase's MI
+            assert float(row["estimate"]) == pytest.approx(float(row["true_mi"]), rel=0.05)
+    ksg_at_8 = rows[3]  # 3000 pairs: KSG's ceiling psi(3000) - psi(5) = 6.5 nats, below the MI
+    assert float(ksg_at_8["estimate"]) < 6.6 and float(ksg_at_8["ci_high"]) == math.inf
+    assert (tmp_path / "run" / "staircase.png").stat().st_size > 0
+
+
+def test_toy_run_refuses_an_unknown_estimator_beside_in_one_line(tmp_path: Path) -> None:
+    args = ["toy", "run", "--beside", "flows", "--out", str(tmp_path / "run")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "beside" in result.stderr and "ksg" in result.stderr
+    assert not (tmp_path / "run").exists()  # refused before anything ran
