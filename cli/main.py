@@ -19,6 +19,7 @@ from mitool.cli.errors import FriendlyGroup
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "estimate": ("mitool.cli.estimate", "estimate_command", "Estimate I(X; Y) in nats from paired samples."),
     "test": ("mitool.cli.test", "test_command", "Is the dependence real? A permutation test of the MI."),
+    "matrix": ("mitool.cli.matrix", "matrix_command", "The MI of every pair of columns, p- and q-values."),
     "benchmark": ("mitool.cli.benchmark", "benchmark", "Estimators x tasks with known MI x sizes x seeds."),
     "toy": ("mitool.cli.toy", "toy", "The toy MI study: every bound against the number of negatives K."),
     "vision": ("mitool.cli.vision", "vision", "Vision pretraining (MoCo v2, SiMo, SimCLR/DCL), evaluation."),

@@ -66,6 +66,7 @@ above its target's entropy: its issue 30772).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -305,11 +306,15 @@ def benjamini_hochberg(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
 # --- the statistics, with what the permutations leave fixed computed once --------------------------
 
 
+@functools.lru_cache(maxsize=16)
 def _digamma_table(n: int) -> np.ndarray:
-    """psi(m) for m = 0 .. n + 1 (psi(0) unused), so that a count's term is a lookup."""
+    """psi(m) for m = 0 .. n + 1 (psi(0) unused), so that a count's term is a lookup (made once per
+    n, read only)."""
     from scipy.special import digamma
 
-    return digamma(np.arange(n + 2, dtype=np.float64))
+    table = digamma(np.arange(n + 2, dtype=np.float64))
+    table.flags.writeable = False
+    return table
 
 
 def _strict_reach(radius: np.ndarray) -> np.ndarray:
@@ -416,8 +421,33 @@ def _kth_neighbour_distances(points: np.ndarray, ks: Sequence[int]) -> np.ndarra
     return tree.query(points, k=[k + 1 for k in ks], p=np.inf, workers=chosen_threads())[0]
 
 
+@dataclass(frozen=True)
+class ScoredSide:
+    """One side of the KSG statistic, made once: its scores (``normalise``: the normal scores of the
+    ranks, or standardised values), the order of its first coordinate (stable) and its
+    :func:`_fixed_points_counter`. A side serves as X or as Y of any pairing (:func:`ksg_statistic`
+    of two sides), so a matrix of MI makes one per column (:mod:`mitool.matrix`)."""
+
+    scores: np.ndarray
+    order: np.ndarray
+    count: Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+    @classmethod
+    def of(cls, values: np.ndarray, normalise: str = "rank") -> ScoredSide:
+        from mitool.estimators.preparation import PREPARATIONS
+
+        scores = np.ascontiguousarray(
+            PREPARATIONS[checks.choice("normalise", normalise, PREPARATIONS)](values)[0]
+        )
+        return cls(scores, np.argsort(scores[:, 0], kind="stable"), _fixed_points_counter(scores))
+
+
 def ksg_statistic(
-    x: np.ndarray, y: np.ndarray, k: int = 5, k_max: int = 0, normalise: str = "rank"
+    x: np.ndarray | ScoredSide,
+    y: np.ndarray | ScoredSide,
+    k: int = 5,
+    k_max: int = 0,
+    normalise: str = "rank",
 ) -> Statistic:
     """KSG's estimate (:func:`mitool.estimators.ksg.ksg`, the same value) as a function of the
     pairing ``order``, y's row order[i] with x's row i:
@@ -426,8 +456,9 @@ def ksg_statistic(
 
     eps_i the max-norm distance to the k-th neighbour of (x_i, y_order[i]), n_x(i), n_y(i) the other
     points strictly within eps_i in X and in Y. The scores of X and Y (``normalise``), their sorted
-    values or k-d trees and the digamma table are made once; a call makes the joint search and the
-    counts (the rows are kept in X's order, which keeps the search's neighbours near in memory).
+    values or k-d trees and the digamma table are made once (or given, as :class:`ScoredSide`); a call
+    makes the joint search and the counts (the rows are kept in X's order, which keeps the search's
+    neighbours near in memory).
 
     Examples
     --------
@@ -440,21 +471,24 @@ def ksg_statistic(
     """
     from mitool.estimators.ksg import ksg
     from mitool.estimators.neighbours import TREE_MAX_DIM
-    from mitool.estimators.preparation import PREPARATIONS
 
-    n = len(x)
+    n = len(x.scores) if isinstance(x, ScoredSide) else len(x)
     checks.whole_number("k", k, 1, n - 1)
-    if x.shape[1] + y.shape[1] > TREE_MAX_DIM:  # all pairs: the estimator's own computation
+    dims = sum(side.scores.shape[1] if isinstance(side, ScoredSide) else side.shape[1] for side in (x, y))
+    if dims > TREE_MAX_DIM:  # all pairs: the estimator's own computation
+        if isinstance(x, ScoredSide) or isinstance(y, ScoredSide):
+            raise checks.ParameterError(
+                "x", f"as scored sides must have at most {TREE_MAX_DIM} dimensions in all"
+            )
         return lambda order: ksg(x, y[order], k=k, k_max=k_max, normalise=normalise)
-    prepare_scores = PREPARATIONS[checks.choice("normalise", normalise, PREPARATIONS)]
-    x_scores, y_scores = prepare_scores(x)[0], prepare_scores(y)[0]
+    side_x = x if isinstance(x, ScoredSide) else ScoredSide.of(x, normalise)
+    side_y = y if isinstance(y, ScoredSide) else ScoredSide.of(y, normalise)
     ks = list(range(k, max(k, k_max) + 1))
     psi = _digamma_table(n)
     constants = [psi[neighbours] + psi[n] for neighbours in ks]
-    by_x = np.argsort(x_scores[:, 0], kind="stable")
-    x_sorted = np.ascontiguousarray(x_scores[by_x])
-    count_x, count_y = _fixed_points_counter(x_sorted), _fixed_points_counter(y_scores)
-    every_x = np.arange(n)
+    by_x = side_x.order
+    x_sorted = np.ascontiguousarray(side_x.scores[by_x])
+    count_x, count_y, y_scores = side_x.count, side_y.count, side_y.scores
 
     def statistic(order: np.ndarray) -> float:
         y_rows = np.asarray(order)[by_x]
@@ -462,9 +496,7 @@ def ksg_statistic(
         values = []
         for column, constant in enumerate(constants):
             reach = _strict_reach(distances[:, column])
-            values.append(
-                constant - np.mean(psi[count_x(every_x, reach) + 1] + psi[count_y(y_rows, reach) + 1])
-            )
+            values.append(constant - np.mean(psi[count_x(by_x, reach) + 1] + psi[count_y(y_rows, reach) + 1]))
         return float(np.mean(values))
 
     return statistic

@@ -1,0 +1,122 @@
+"""``mitool matrix DATA``: a thin click shell over :func:`mitool.matrix.mi_matrix`, writing
+matrix.csv and matrix.png to --out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from mitool import estimators
+from mitool.cli.errors import FriendlyCommand
+
+__all__ = ["matrix_command"]
+
+
+@click.command("matrix", cls=FriendlyCommand)
+@click.argument("data", metavar="DATA", type=click.Path(dir_okay=False))
+@click.option(
+    "--given", "z", type=click.Path(dir_okay=False), default=None,
+    help="Z, a file of one row per sample: test each pair given Z (each pair its own permutations).",
+)  # fmt: skip
+@click.option(
+    "--estimator", type=click.Choice(estimators.names()), default=None,
+    help="The statistic of every pair [default: the k-NN estimate for the data, as mitool test chooses it].",
+)  # fmt: skip
+@click.option(
+    "--permutations", type=int, default=None,
+    help="Permutations B: of the one null shared by the pairs of tie-free numeric columns, or of each other "
+    "pair; p >= 1 / (B + 1) [default: 999].",
+)  # fmt: skip
+@click.option(
+    "--null", "null", type=click.Choice(["shared", "pair"]), default="shared", show_default=True,
+    help="shared: KSG on rank scores is distribution-free under independence, so one set of permutations "
+    "serves every pair of tie-free numeric columns; pair: every pair its own (B per pair: slow).",
+)  # fmt: skip
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every pair and of the null.")
+@click.option(
+    "--out", type=click.Path(file_okay=False), default=None,
+    help="Folder for matrix.csv, matrix.png and the finished blocks (the same command again resumes) "
+    "[default: DATA's name with -matrix, here].",
+)  # fmt: skip
+@click.option(
+    "--workers", type=int, default=None,
+    help="Processes on this machine [default: the free cores]. Ignored with --scheduler.",
+)  # fmt: skip
+@click.option(
+    "--scheduler", default=None, metavar="ADDRESS",
+    help="A Dask scheduler (tcp://host:8786): the blocks run on its cluster (needs mitool[distributed]).",
+)  # fmt: skip
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def matrix_command(
+    data: str, z: str | None, estimator: str | None, permutations: int | None, null: str, seed: int,
+    out: str | None, workers: int | None, scheduler: str | None, quiet: bool,
+) -> None:  # fmt: skip
+    """The MI of every pair of columns of DATA, with permutation p-values and Benjamini-Hochberg
+    q-values over all pairs.
+
+    DATA is a .csv (a header names the columns), .npy or .npz file, one row per sample. Writes
+    OUT/matrix.csv (one row per pair: column_a, column_b, mi, ci_low, ci_high, pvalue, qvalue) and
+    OUT/matrix.png (the heatmap, clustered by MI). Finished blocks of pairs are kept in OUT: stopped
+    (Ctrl-C, SIGTERM), the same command goes on from them. Bad input is one line and exit code 2.
+    """
+    from mitool.checks import ParameterError
+    from mitool.cli.common import log_line, resumable_run
+    from mitool.cli.io import load_samples
+    from mitool.matrix import mi_matrix
+    from mitool.progress import Progress
+
+    if permutations is not None and permutations < 1:
+        raise ParameterError("permutations", f"must be a whole number >= 1, got {permutations}")
+    if workers is not None and workers < 1:
+        raise ParameterError("workers", f"must be a whole number >= 1, got {workers}")
+    samples = load_samples(data, "DATA")
+    given = None if z is None else load_samples(z, "Z").values
+    folder = Path(out) if out is not None else Path(f"{Path(data).stem}-matrix")
+    client = _client(scheduler) if scheduler is not None else None
+    bars: list[Progress] = []
+
+    def progress(done: int, total: int) -> None:
+        if not bars:
+            bars.append(Progress(total, "matrix", enabled=not quiet, done=done))
+        bars[0].set_done(done)
+
+    note = f"finished blocks are saved in {folder}; the same command resumes from them"
+    try:
+        with resumable_run("matrix", lambda: note, bars):
+            result = mi_matrix(
+                samples.values, given=given, estimator=estimator, permutations=permutations, seed=seed,
+                workers=workers, client=client, out=folder, progress=progress, columns=samples.columns,
+                null=null,
+            )  # fmt: skip
+    finally:
+        if client is not None:
+            client.close()
+    csv_path, figure_path = result.to_csv(folder / "matrix.csv"), result.figure(folder / "matrix.png")
+    click.echo(str(result))
+    click.echo(f"How: {result.method}")
+    notes = [*samples.notes, *result.notes]
+    if notes:
+        click.echo("Notes: " + "; ".join(notes) + ".")
+    if result.reused_blocks:
+        log_line(f"matrix: {result.reused_blocks} finished block(s) read back from {folder}")
+    click.echo(f"Wrote {csv_path} and {figure_path}.")
+
+
+def _client(address: str):
+    """A Dask client of the scheduler at ``address``; one line when Dask is missing or the scheduler
+    does not answer."""
+    from mitool.checks import ParameterError
+
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ParameterError(
+            "scheduler", "needs Dask's distributed scheduler: pip install 'mitool[distributed]'"
+        ) from None
+    try:
+        return Client(address, timeout=10)
+    except (OSError, TimeoutError, ValueError) as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ParameterError("scheduler", f"cannot reach a Dask scheduler at {address!r}: {first}") from None

@@ -1,0 +1,211 @@
+"""MI matrices (:mod:`mitool.matrix`): the structure found, each pair's numbers equal to
+independence_test's and the estimator's alone, the shared null, resuming a stopped run, the CSV
+and the figure, the command line, and a two-worker Dask cluster giving the local numbers."""
+
+from __future__ import annotations
+
+import csv
+import doctest
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import mitool
+from mitool import estimators
+from mitool.checks import ParameterError
+from mitool.cli.main import main
+from mitool.estimators.ksg import ksg
+from mitool.independence import permutation_pvalue
+from mitool.matrix import NULL_BLOCK, MatrixResult, _small_ksg, mi_matrix, pair_seed, shared_null_block
+
+PERMUTATIONS = 199
+DEPENDENT = {(0, 1), (2, 3)}
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MITOOL_THREADS", "1")
+
+
+@pytest.fixture(scope="module")
+def data() -> np.ndarray:
+    """Six columns of 300 rows: 0 ~ 1 linear, 2 ~ 3 through a sine, 4 and 5 independent of all."""
+    rng = np.random.default_rng(7)
+    table = rng.normal(size=(300, 6))
+    table[:, 1] += 0.8 * table[:, 0]
+    table[:, 3] = np.sin(2 * table[:, 2]) + 0.4 * rng.normal(size=300)
+    table[:, 5] = rng.exponential(size=300)
+    return table
+
+
+@pytest.fixture(scope="module")
+def result(data: np.ndarray) -> MatrixResult:
+    return mi_matrix(data, permutations=PERMUTATIONS, workers=1)
+
+
+def upper_pairs(width: int) -> list[tuple[int, int]]:
+    return [(a, b) for a in range(width) for b in range(a + 1, width)]
+
+
+def assert_same(one: MatrixResult, other: MatrixResult) -> None:
+    for name in ("statistic", "ci_low", "ci_high", "pvalue", "qvalue", "null_values"):
+        np.testing.assert_array_equal(getattr(one, name), getattr(other, name), err_msg=name)
+
+
+def test_the_dependent_pairs_and_only_they_are_found(result: MatrixResult) -> None:
+    found = {(a, b) for a, b in upper_pairs(6) if result.qvalue[a, b] <= 0.05}
+    assert found == DEPENDENT
+    for a, b in DEPENDENT:
+        assert result.pvalue[a, b] == 1 / (PERMUTATIONS + 1)
+    others = [result.pvalue[a, b] for a, b in upper_pairs(6) if (a, b) not in DEPENDENT]
+    assert min(others) > 0.01
+    for matrix in (result.statistic, result.pvalue, result.qvalue, result.ci_low):
+        np.testing.assert_array_equal(matrix, matrix.T)
+        assert np.isnan(np.diag(matrix)).all()
+    assert result.null == "shared" and len(result.null_values) == PERMUTATIONS
+    assert result.columns == tuple(f"x{j}" for j in range(6))
+
+
+def test_each_pair_is_what_independence_test_and_the_estimator_give_alone(
+    data: np.ndarray, result: MatrixResult
+) -> None:
+    ksg20 = estimators.get("ksg", k=20, normalise="rank")
+    for a, b in [(0, 1), (2, 3), (1, 4), (4, 5)]:
+        seed = pair_seed(0, a, b)
+        alone = mitool.independence_test(data[:, a], data[:, b], permutations=PERMUTATIONS, seed=seed)
+        assert result.statistic[a, b] == alone.statistic
+        estimate = mitool.estimate(data[:, a], data[:, b], estimator="ksg", k=20, normalise="rank", seed=seed)
+        assert result.statistic[a, b] == pytest.approx(estimate.value, abs=1e-12)
+        interval = ksg20.estimate(data[:, a, None], data[:, b, None], seed=seed)
+        assert result.ci_low[a, b] == pytest.approx(interval.ci_low, abs=1e-12)
+        assert result.ci_high[a, b] == pytest.approx(interval.ci_high, abs=1e-12)
+        assert result.pvalue[a, b] == permutation_pvalue(alone.statistic, result.null_values)
+    # the shared null: the blocks of permutations of the ranks, each its own stream
+    blocks = [shared_null_block(300, [20], 0, block, min(NULL_BLOCK, PERMUTATIONS - block * NULL_BLOCK))
+              for block in range(2)]  # fmt: skip
+    np.testing.assert_array_equal(result.null_values, np.concatenate(blocks))
+
+
+def test_with_its_own_permutations_each_pair_has_independence_tests_p_value(data: np.ndarray) -> None:
+    table = data.copy()
+    table[:, 4] = np.round(table[:, 4])  # a discrete column: its pairs are never on the shared null
+    own = mi_matrix(table[:, :5], permutations=49, null="pair", workers=1, seed=3)
+    shared = mi_matrix(table[:, :5], permutations=49, workers=1, seed=3)
+    assert own.null == "pair" and shared.null == "mixed" and not shared.shared_pairs[0, 4]
+    for a, b in upper_pairs(5):
+        alone = mitool.independence_test(table[:, a], table[:, b], permutations=49, seed=pair_seed(3, a, b))
+        assert own.statistic[a, b] == alone.statistic and own.pvalue[a, b] == alone.pvalue
+        assert shared.statistic[a, b] == alone.statistic
+        if b == 4:
+            assert shared.pvalue[a, b] == alone.pvalue
+
+
+def test_the_subsets_of_the_interval_are_ksgs_own_numbers() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(10, 60))
+    y = np.tanh(x) + rng.standard_t(3, size=(10, 60))
+    for ks in ([20], [5, 6, 7]):
+        expected = [ksg(x[j, :, None], y[j, :, None], k=ks[0], k_max=ks[-1] if len(ks) > 1 else 0,
+                        normalise="rank") for j in range(10)]  # fmt: skip
+        np.testing.assert_array_equal(_small_ksg(x, y, ks), expected)
+
+
+def test_a_stopped_run_resumes_from_its_finished_blocks(data: np.ndarray, result: MatrixResult,
+                                                        tmp_path: Path) -> None:  # fmt: skip
+    reports: list[tuple[int, int]] = []
+
+    def stop_after_two_blocks(done: int, total: int) -> None:
+        reports.append((done, total))
+        if len(reports) == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        mi_matrix(data, permutations=PERMUTATIONS, workers=1, out=tmp_path, progress=stop_after_two_blocks)
+    saved = sorted(p.name for p in tmp_path.glob("*/block-*"))
+    assert len(saved) == 2 and reports[0][0] == 0
+    resumed = mi_matrix(data, permutations=PERMUTATIONS, workers=1, out=tmp_path)
+    assert resumed.reused_blocks == 2
+    assert_same(resumed, result)
+    again = mi_matrix(data, permutations=PERMUTATIONS, workers=1, out=tmp_path)
+    assert again.reused_blocks == len(list(tmp_path.glob("*/block-*")))
+    with pytest.raises(ParameterError, match="other settings.*permutations 199 there, 99 now"):
+        mi_matrix(data, permutations=99, workers=1, out=tmp_path)
+
+
+def test_the_csv_and_the_figure(result: MatrixResult, tmp_path: Path) -> None:
+    with open(result.to_csv(tmp_path / "matrix.csv"), newline="") as stream:
+        rows = list(csv.DictReader(stream))
+    assert list(rows[0]) == ["column_a", "column_b", "mi", "ci_low", "ci_high", "pvalue", "qvalue"]
+    assert [(row["column_a"], row["column_b"]) for row in rows] == [
+        (f"x{a}", f"x{b}") for a, b in upper_pairs(6)
+    ]
+    assert float(rows[0]["mi"]) == result.statistic[0, 1] and float(rows[0]["qvalue"]) == result.qvalue[0, 1]
+    assert sorted(result.order()[:2].tolist()) in ([0, 1], [2, 3]) or set(result.order()[-2:]) in (
+        {0, 1},
+        {2, 3},
+    )
+    figure = result.figure(tmp_path / "matrix.png")
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "x2 ~ x3" in str(result) and "2 pair(s) at q <= 0.05" in str(result)
+
+
+def test_the_command_line(data: np.ndarray, tmp_path: Path) -> None:
+    path = tmp_path / "six.csv"
+    np.savetxt(path, data, delimiter=",", header="a,b,c,d,e,f", comments="")
+    out = tmp_path / "out"
+    arguments = [
+        "matrix",
+        str(path),
+        "--permutations",
+        str(PERMUTATIONS),
+        "--out",
+        str(out),
+        "--workers",
+        "1",
+    ]
+    run = CliRunner().invoke(main, arguments)
+    assert run.exit_code == 0, run.output
+    assert "c ~ d" in run.output and "Wrote" in run.output
+    with open(out / "matrix.csv", newline="") as stream:
+        rows = {(row["column_a"], row["column_b"]): row for row in csv.DictReader(stream)}
+    assert len(rows) == 15 and float(rows["a", "b"]["qvalue"]) <= 0.05
+    assert (out / "matrix.png").stat().st_size > 0
+    bad = CliRunner().invoke(main, ["matrix", str(path), "--permutations", "0", "--out", str(out)])
+    assert bad.exit_code == 2
+    assert bad.output.strip() == "Error: --permutations must be a whole number >= 1, got 0"
+
+
+def test_bad_input_is_one_line() -> None:
+    with pytest.raises(ParameterError, match="at least two columns"):
+        mi_matrix(np.zeros((50, 1)))
+    with pytest.raises(ParameterError, match="NaN or infinite values .first in column x1, row 3"):
+        table = np.random.default_rng(0).normal(size=(50, 3))
+        table[3, 1] = np.nan
+        mi_matrix(table)
+    with pytest.raises(ParameterError, match="null"):
+        mi_matrix(np.zeros((50, 2)), null="mine")
+
+
+def test_worker_processes_give_the_numbers_of_one(data: np.ndarray) -> None:
+    one = mi_matrix(data[:, :4], permutations=99, workers=1)
+    two = mi_matrix(data[:, :4], permutations=99, workers=2)
+    assert_same(one, two)
+
+
+def test_a_two_worker_dask_cluster_gives_the_local_numbers(data: np.ndarray, result: MatrixResult) -> None:
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        with distributed.Client(cluster) as client:
+            remote = mi_matrix(data, permutations=PERMUTATIONS, client=client)
+    assert_same(remote, result)
+
+
+def test_the_docstring_examples_run() -> None:
+    import mitool.matrix
+
+    failed, attempted = doctest.testmod(mitool.matrix, optionflags=doctest.ELLIPSIS)[:2]
+    assert attempted > 0 and failed == 0
