@@ -131,7 +131,7 @@ def test_the_protocol_refuses_bad_input_in_one_line() -> None:
     x = np.random.default_rng(2).normal(size=(100, 1))
     for bad, match in (
         (np.full((100, 1), np.nan), "^y holds NaN or infinite values"),
-        (np.zeros((100, 2, 2)), "^y must have one row per sample"),
+        (np.zeros((100, 2, 2, 2, 2)), "^y must have one row per sample"),  # (n, H, W), (n, C, H, W): images
         (np.zeros((99, 1)), "^y must have the same number of rows"),
         (np.array([{"a": 1}] * 100, dtype=object), "^y must hold numbers or labels"),
     ):

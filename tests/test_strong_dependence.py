@@ -136,3 +136,13 @@ def test_toy_run_refuses_an_unknown_estimator_beside_in_one_line(tmp_path: Path)
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
     assert "beside" in result.stderr and "ksg" in result.stderr
     assert not (tmp_path / "run").exists()  # refused before anything ran
+
+
+def test_the_default_hands_a_saturating_infonce_estimate_to_the_flow_route() -> None:
+    """10 nats in 5 x 5 Gaussians: InfoNCE's held-out value cannot pass log(K + 1) (6.2 nats with
+    600 test pairs); the default says so and reports the uncapped flow estimate instead."""
+    x, y = _pair(3000, mi=10.0, dim=5, seed=3)
+    result = mitool.estimate(x, y, steps=300, eval_every=50)
+    assert result.estimator == "flow" and result.value == pytest.approx(10.0, rel=0.05)
+    assert result.ci_low < result.value < result.ci_high < math.inf
+    assert result.details["capped"] < 6.5 and "gave" in result.notes[0] and "near its ceiling" in result.notes[0]

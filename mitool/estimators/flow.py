@@ -1,0 +1,405 @@
+"""The flow estimator: normalizing flows that make (X, Y) jointly Gaussian, then the Gaussian MI
+(Butakov, Tolmachev, Malanchuk & Frolov, "Mutual information estimation via normalizing flows",
+NeurIPS 2024, arXiv 2403.02187). Not capped: InfoNCE cannot exceed log(K + 1) nats, this can.
+
+MI is invariant under invertible maps of each side: I(f_X(X); f_Y(Y)) = I(X; Y). Learn f_X, f_Y
+such that u = f_X(x) and v = f_Y(y) are jointly Gaussian, in the canonical form N(0, Sigma): x, u
+(n, dx) and y, v (n, dy) (a flow keeps the dimension), Sigma (dx + dy, dx + dy) with identity
+marginal blocks and the cross block (dx, dy) zero but for its diagonal rho_1 .. rho_m,
+m = min(dx, dy), rho_i = tanh(theta_i). The MI of that Gaussian is
+
+    I = -1/2 sum_i log(1 - rho_i^2) = sum_i log cosh(theta_i),
+
+computed as |theta| + log(1 + e^(-2 |theta|)) - log 2, finite and exact as rho -> 1 (20 nats in
+5 x 5 dimensions is rho = 0.99983 per pair).
+
+An estimate is made in four steps:
+
+1. The pairs are split into fit, validation and test parts and each coordinate is prepared, by maps
+   fitted on the training rows, as the neural estimators do
+   (:func:`mitool.estimators.preparation.split_pairs`, ``normalise``: rank normal scores by default).
+2. Each side goes through a fixed linear map, the CCA of the prepared fit rows
+   (:func:`~mitool.estimators.preparation.canonical_maps`: whitened, turned so that the canonical
+   pairs line up, scaled to unit variance), then through a zuko flow (``flow``, ``transforms``
+   autoregressive rational-quadratic splines by default) that starts at the identity; the
+   theta_i start at atanh of the canonical correlations. The model starts at the Gaussian copula
+   (the Gaussian fitted to the rank scores), and training can only raise its validation likelihood.
+3. Training maximises the joint log-likelihood of the fit rows,
+
+       log p(x, y) = log N((u, v); 0, Sigma) + log |det J_fX(x)| + log |det J_fY(y)| + log |det A_x A_y|
+
+   (A the fixed linear maps), with Adam on random batches, scored on the validation rows every
+   ``eval_every`` steps and kept at its best score (stopped after ``patience`` scores without one).
+4. The value is the closed form I above for the kept Sigma. ``details`` also hold the held-out
+   mean log density ratio of the model, mean over the test pairs of
+   log N((u, v); Sigma) - log N(u; I) - log N(v; I) (the Jacobians cancel), the Gaussian-copula
+   start, the correlations and the validation log-likelihood (per pair, of the prepared rows).
+
+Which value, measured at n = 10 000 in 5 x 5 dimensions with the default settings: on Gaussians
+both agree (10 nats, seeds 0-4: closed form 9.94-10.03, held-out ratio 9.96-10.01); where the flows
+must work (x and y each a fixed rotation of asinh(3 g), g Gaussian; seeds 0, 1) the closed form gave
+4.90, 4.93 at 5 nats and 9.65, 9.62 at 10 nats, the held-out ratio 4.64, 4.66 and 9.22, 9.09 (the
+Gaussian-copula start: 4.53, 4.55 and 8.55, 8.57). The held-out ratio scores u and v against
+N(0, I), which the flows' marginals only approach, and pays for every misfit: the closed form is the
+value.
+
+The design, measured on the same rotated asinh at 10 nats (800 steps of 512 pairs): the spline
+flow (``nsf``) 9.69; affine autoregressive maps (``maf``) 9.25, with 4 transforms 9.54; spline
+coupling layers 9.22; element-wise splines between learned linear maps 8.67; learned linear maps
+added to the spline flow did not help (9.67). Rank scores (``normalise``) against z-scores: a cube
+per coordinate at 10 nats 9.98 against 4.71, y alone a rotated asinh at 10 nats 9.69 against 9.36;
+z-scores were better where x and y are both rotated (9.88 against 9.65) and for Gaussians at 20
+nats (19.99 against 19.86). In 20 dimensions a side the flows overfit the 6800 fit pairs of such a
+rotation within a few hundred steps (training likelihood up, validation down), so early stopping
+keeps the Gaussian-copula start there.
+
+The interval is a normal interval around the closed form with the standard error
+s / sqrt(n_fit), s the standard deviation of the per-pair log density ratio on the test pairs:
+the delta method for the Gaussian's fitted correlations (for Gaussians the variance of the
+per-pair log ratio is sum_i rho_i^2, and the maximum-likelihood MI on n pairs has variance
+sum_i rho_i^2 / n; over five seeds at 10 nats its spread was 0.033 against 0.027 given). It does
+not hold the noise of training the flows nor the model's bias.
+
+What the number means and when it is wrong: where the flows can make (X, Y) jointly Gaussian it is
+an estimate of the MI; where they cannot (dependence through a shared scale, as in the Student-t,
+which per-side flows cannot turn into correlation; too few pairs for the flows to learn in high
+dimension, where early stopping keeps the Gaussian-copula start) it is the MI of the best Gaussian
+model reached, neither a lower nor an upper bound on the MI.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mitool import checks
+from mitool.critics import NetworkSettings
+from mitool.estimators.base import (
+    Estimate,
+    Estimator,
+    EstimatorSettings,
+    TrainingSettings,
+    level_setting,
+)
+from mitool.estimators.preparation import PREPARATIONS, Split, canonical_maps, part_sizes, split_pairs
+from mitool.lazy import lazy_import
+from mitool.settings import setting
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+torch = lazy_import("torch")
+
+__all__ = ["FLOWS", "MAX_THETA", "FlowGaussian", "FlowGaussianSettings", "gaussian_log_ratio", "log_cosh"]
+
+FLOWS: dict[str, str] = {
+    "nsf": "masked autoregressive rational-quadratic splines (neural spline flow, Durkan et al. 2019)",
+    "maf": "masked autoregressive affine maps (Papamakarios et al. 2017): 2-3x faster, less flexible",
+}
+"""The flows of each side (zuko's transforms), by the name of the ``flow`` setting."""
+
+MAX_THETA = 15.0
+"""|theta_i| is held below this (rho_i = tanh(theta_i), 14.3 nats per canonical pair): near copies
+stay finite."""
+
+_LOG_2 = math.log(2.0)
+_LOG_2PI = math.log(2.0 * math.pi)
+_whole = partial(checks.whole_number, minimum=1)
+_training, _network = TrainingSettings.shared, NetworkSettings.shared
+
+
+def _choice(options: Any) -> Any:
+    return lambda name, value: checks.choice(name, value, options)
+
+
+@dataclass(frozen=True)
+class FlowGaussianSettings(EstimatorSettings):
+    flow: str = setting(
+        "nsf", "Each side's flow: nsf (autoregressive rational-quadratic splines) or maf (autoregressive "
+        "affine maps; faster, less flexible).", _choice(FLOWS),
+    )  # fmt: skip
+    transforms: int = setting(2, "Autoregressive transforms of each side's flow.", _whole)
+    bins: int = setting(8, "Bins of each spline (flow nsf).", partial(checks.whole_number, minimum=2))
+    steps: int = _training("steps", 600)
+    batch_size: int = setting(512, "Training batch (pairs).", partial(checks.whole_number, minimum=1))
+    lr: float = setting(2e-3, "Adam's learning rate.", checks.positive)
+    test_fraction: float = _training("test_fraction")
+    validation_fraction: float = _training("validation_fraction")
+    eval_every: int = _training("eval_every", 50)
+    patience: int = _training("patience", 5)
+    hidden: int = _network("hidden", 64)
+    hidden_layers: int = _network("hidden_layers", 2)
+    normalise: str = setting(
+        "rank", "How each coordinate is prepared, fitted on the training rows: standard (z-scores) or rank "
+        "(normal scores of the ranks); both are invertible per coordinate and keep the MI.",
+        _choice(PREPARATIONS),
+    )  # fmt: skip
+    level: float = level_setting()
+    device: str = _network("device")
+
+
+def log_cosh(theta: Tensor) -> Tensor:
+    """log cosh(theta) = -1/2 log(1 - tanh(theta)^2), without overflow:
+    |theta| + log(1 + e^(-2 |theta|)) - log 2."""
+    size = theta.abs()
+    return size + torch.nn.functional.softplus(-2.0 * size) - _LOG_2
+
+
+def gaussian_log_ratio(u: Tensor, v: Tensor, theta: Tensor) -> Tensor:
+    """log N((u, v); Sigma) - log N(u; I) - log N(v; I) of rows u, v (B, m), for Sigma with identity
+    marginals and cross-covariance diag(tanh(theta)), theta (m,); shape (B,).
+
+    Per pair, with s = (u + v) / sqrt(2) ~ N(0, 1 + rho) and d = (u - v) / sqrt(2) ~ N(0, 1 - rho)
+    independent: 1/2 [rho s^2 / (1 + rho) - rho d^2 / (1 - rho)] + log cosh(theta), and
+    rho / (1 + rho) = (1 - e^(-2 theta)) / 2, rho / (1 - rho) = (e^(2 theta) - 1) / 2: exact near
+    rho = +-1, where the usual form cancels."""
+    sums, differences = 0.5 * (u + v) ** 2, 0.5 * (u - v) ** 2
+    quadratic = -torch.expm1(-2.0 * theta) * sums - torch.expm1(2.0 * theta) * differences
+    return (0.25 * quadratic + log_cosh(theta)).sum(-1)
+
+
+def _softmax(values: Tensor) -> Tensor:
+    """Softmax over the last dimension, computed with that dimension first: torch's CPU softmax over
+    a short last dimension (the spline's bins) was 4x slower, a third of a training step."""
+    return torch.softmax(values.movedim(-1, 0).contiguous(), dim=0).movedim(0, -1)
+
+
+def _spline(
+    widths: Tensor, heights: Tensor, derivatives: Tensor, bound: float = 5.0, slope: float = 1e-3
+) -> Any:
+    """zuko's MonotonicRQSTransform of these unconstrained parameters, its knots computed as zuko
+    computes them (bounded parameters, softmax widths and heights, exp derivatives) with the faster
+    :func:`_softmax`; the test suite checks that it equals zuko's own."""
+    from zuko.transforms import MonotonicRQSTransform
+
+    spline = MonotonicRQSTransform.__new__(MonotonicRQSTransform)
+    torch.distributions.Transform.__init__(spline)
+    squash = math.log(slope)
+    widths = torch.nn.functional.pad(_softmax(widths / (1 + abs(2 * widths / squash))), (1, 0))
+    heights = torch.nn.functional.pad(_softmax(heights / (1 + abs(2 * heights / squash))), (1, 0))
+    derivatives = torch.nn.functional.pad(derivatives / (1 + abs(derivatives / squash)), (1, 1))
+    spline.horizontal = bound * (2 * torch.cumsum(widths, dim=-1) - 1)
+    spline.vertical = bound * (2 * torch.cumsum(heights, dim=-1) - 1)
+    spline.derivatives = torch.exp(derivatives)
+    return spline
+
+
+def _identity_start(transform: Any) -> None:
+    """Zero the output layer of each transform's hypernetwork (or, for one coordinate, the
+    transform's own parameters): zuko's affine maps and splines are then the identity."""
+    for part in transform.transforms:
+        if hasattr(part, "hyper"):
+            last = [module for module in part.hyper.modules() if isinstance(module, torch.nn.Linear)][-1]
+            torch.nn.init.zeros_(last.weight)
+            torch.nn.init.zeros_(last.bias)
+        else:
+            for parameter in part.parameters():
+                torch.nn.init.zeros_(parameter)
+
+
+def _flow(features: int, settings: FlowGaussianSettings) -> Any:
+    """One side's flow: zuko's lazy composed transform (data -> Gaussian side), at the identity."""
+    import zuko
+
+    options: dict[str, Any] = {"hidden_features": (settings.hidden,) * settings.hidden_layers}
+    if settings.flow == "nsf":
+        bins = settings.bins
+        options.update(univariate=_spline, shapes=[(bins,), (bins,), (bins - 1,)])
+    transform = zuko.flows.MAF(features, transforms=settings.transforms, **options).transform
+    _identity_start(transform)
+    return transform
+
+
+class _Model:
+    """The fixed linear maps (means (d,), maps (d, d)), the flows and theta (m,) of one estimate."""
+
+    def __init__(
+        self, fit_x: np.ndarray, fit_y: np.ndarray, settings: FlowGaussianSettings, seed: int
+    ) -> None:
+        self.settings = settings
+        dim_x, dim_y = fit_x.shape[1], fit_y.shape[1]
+        self.pairs = min(dim_x, dim_y)
+        mean_x, mean_y = fit_x.mean(0), fit_y.mean(0)
+        map_x, map_y = canonical_maps(fit_x, fit_y)
+        u, v = (fit_x - mean_x) @ map_x.T, (fit_y - mean_y) @ map_y.T
+        scale_u, scale_v = (np.where(part.std(0) > 1e-12, part.std(0), 1.0) for part in (u, v))
+        map_x, map_y = map_x / scale_u[:, None], map_y / scale_v[:, None]
+        rho = ((u / scale_u)[:, : self.pairs] * (v / scale_v)[:, : self.pairs]).mean(0)
+        theta = np.clip(np.arctanh(np.clip(rho, -1 + 1e-15, 1 - 1e-15)), -MAX_THETA, MAX_THETA)
+        self.constant = float(np.linalg.slogdet(map_x)[1] + np.linalg.slogdet(map_y)[1]
+                              - 0.5 * (dim_x + dim_y) * _LOG_2PI)  # fmt: skip
+        tensor = partial(torch.as_tensor, dtype=torch.float32, device=settings.device)
+        self.mean_x, self.mean_y, self.map_x, self.map_y = map(tensor, (mean_x, mean_y, map_x, map_y))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.module = torch.nn.ModuleDict({"x": _flow(dim_x, settings), "y": _flow(dim_y, settings)})
+        self.module.register_parameter("theta", torch.nn.Parameter(tensor(theta).cpu()))
+        self.module.to(settings.device)
+
+    def theta(self) -> Tensor:
+        return self.module.theta.clamp(-MAX_THETA, MAX_THETA)
+
+    def terms(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+        """(joint log-likelihood, log density ratio) of the prepared rows x (B, dx), y (B, dy): (B,) each."""
+        u, log_det_x = self.module["x"]().call_and_ladj((x - self.mean_x) @ self.map_x.T)
+        v, log_det_y = self.module["y"]().call_and_ladj((y - self.mean_y) @ self.map_y.T)
+        ratio = gaussian_log_ratio(u[:, : self.pairs], v[:, : self.pairs], self.theta())
+        marginals = -0.5 * ((u**2).sum(-1) + (v**2).sum(-1))
+        return marginals + ratio + log_det_x + log_det_y + self.constant, ratio
+
+    def evaluate(self, x: Tensor, y: Tensor, block: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`terms` of all rows, in blocks, without gradients, as float64 arrays."""
+        likelihoods, ratios = [], []
+        with torch.no_grad():
+            for rows in torch.split(torch.arange(len(x), device=x.device), block):
+                likelihood, ratio = self.terms(x[rows], y[rows])
+                likelihoods.append(likelihood.double().cpu().numpy())
+                ratios.append(ratio.double().cpu().numpy())
+        return np.concatenate(likelihoods), np.concatenate(ratios)
+
+    def closed_form(self) -> float:
+        """-1/2 sum_i log(1 - rho_i^2) of the current theta."""
+        with torch.no_grad():
+            return float(log_cosh(self.theta().double()).sum())
+
+    def correlations(self) -> list[float]:
+        with torch.no_grad():
+            return [float(value) for value in torch.tanh(self.theta().double())]
+
+
+def _varying(rows: np.ndarray) -> np.ndarray:
+    """The columns of ``rows`` that are not constant."""
+    return np.flatnonzero(np.ptp(rows, axis=0) > 0)
+
+
+class FlowGaussian(Estimator):
+    """Normalizing flows f_X, f_Y that make (f_X(X), f_Y(Y)) jointly Gaussian in canonical form
+    (Butakov et al., NeurIPS 2024), and the MI of that Gaussian,
+
+        I = -1/2 sum_i log(1 - rho_i^2),    rho_i = tanh(theta_i), i = 1 .. min(dx, dy),
+
+    exact in the limit where the flows reach joint Gaussianity, since invertible maps of each side
+    keep the MI; not capped (InfoNCE cannot exceed log(K + 1)). Each side: rank normal scores, the
+    fixed CCA map of the fit rows, then a zuko flow that starts at the identity, so that the model
+    starts at the Gaussian copula; trained by maximum likelihood of the joint, kept at its best
+    validation likelihood. The module gives the steps, the interval and when the value is wrong:
+    where the flows cannot make the pair Gaussian it is the MI of the best Gaussian model reached,
+    neither a lower nor an upper bound.
+
+    Measured at n = 10 000 on one core with the default settings: Gaussians 5 x 5 at 5, 10 and 20
+    nats 5.00, 9.98, 19.86 (4-6 s), 20 x 20 at 10 nats 10.03 (9 s; 28 s when all 600 steps run); x
+    and y each a rotation of asinh of a Gaussian, 5 x 5 at 10 nats, 9.65 (the Gaussian copula,
+    where it starts: 8.55; 11 s); the Student-t (5 x 5, 3 degrees of freedom, 0.30 nats, all of it
+    in the shared scale) 0.003: per-side flows cannot make that pair Gaussian.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mitool import estimators
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(1000, 2))
+    >>> y = np.sinh(x + 0.05 * rng.normal(size=(1000, 2)))  # I = 2 * log(1 + 1 / 0.05^2) / 2 = 6.0 nats
+    >>> result = estimators.get("flow", steps=20).estimate(x, y)
+    >>> bool(abs(result.value - 6.0) < 0.5), len(result.details["correlations"])
+    (True, 2)
+    """
+
+    name = "flow"
+    summary = "normalizing flows to a joint Gaussian, then its closed-form MI (Butakov et al. 2024)"
+    value_is = "an estimate, not capped; the MI of the best Gaussian model after the flows (neither bound)"
+    cases = frozenset({"continuous", "low-dimension"})
+    Settings = FlowGaussianSettings
+    rank = 5
+
+    def minimum_pairs(self, dim_x: int, dim_y: int, dim_z: int = 0) -> int:
+        """The fewest pairs that leave more fit pairs than dx + dy + 1 (the CCA), two validation
+        pairs and two test pairs."""
+        settings, n = self.settings, dim_x + dim_y + 4
+        while True:
+            n_fit, n_validation, n_test = part_sizes(n, settings.test_fraction, settings.validation_fraction)
+            if n_fit > dim_x + dim_y + 1 and n_validation >= 2 and n_test >= 2:
+                return n
+            n += 1
+
+    def _estimate(self, x, y, z, seed, progress) -> Estimate:
+        settings = self.settings
+        split = split_pairs(len(x), settings.test_fraction, settings.validation_fraction, seed)
+        prepared, notes = [], []
+        for name, rows in (("x", x), ("y", y)):
+            prepare = PREPARATIONS[settings.normalise]
+            parts = prepare(rows[split.train], rows[split.fit], rows[split.validation], rows[split.test])[1:]
+            columns = _varying(parts[0])
+            if len(columns) < rows.shape[1]:
+                left_out = rows.shape[1] - len(columns)
+                notes.append(f"{name}: {left_out} column(s) constant on the fit pairs, left out")
+            if not len(columns):
+                return self._constant(name, split, len(x), notes)
+            prepared.append([part[:, columns] for part in parts])
+        (fit_x, validation_x, test_x), (fit_y, validation_y, test_y) = prepared
+        model = _Model(fit_x, fit_y, settings, seed)
+        tensor = partial(torch.as_tensor, dtype=torch.float32, device=settings.device)
+        fit = tensor(fit_x), tensor(fit_y)
+        validation = tensor(validation_x), tensor(validation_y)
+        copula = model.closed_form()
+        start = best = float(model.evaluate(*validation)[0].mean())
+        best_step, best_state, misses, step = 0, copy.deepcopy(model.module.state_dict()), 0, 0
+        generator = torch.Generator().manual_seed(seed)
+        optimiser = torch.optim.Adam(model.module.parameters(), lr=settings.lr)
+        for step in range(1, settings.steps + 1):
+            rows = torch.randint(len(fit[0]), (settings.batch_size,), generator=generator).to(settings.device)
+            loss = -model.terms(fit[0][rows], fit[1][rows])[0].mean()
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            if step % settings.eval_every and step < settings.steps:
+                continue
+            score = float(model.evaluate(*validation)[0].mean())
+            if progress is not None:
+                progress(step, settings.steps, model.closed_form())
+            if score > best:
+                best, best_step, best_state, misses = score, step, copy.deepcopy(model.module.state_dict()), 0
+                continue
+            misses += 1
+            if misses >= settings.patience or not math.isfinite(score):
+                break
+        model.module.load_state_dict(best_state)
+        ratios = model.evaluate(tensor(test_x), tensor(test_y))[1]
+        value, spread = model.closed_form(), float(np.std(ratios, ddof=1))
+        correlations = model.correlations()
+        if max(abs(np.arctanh(np.clip(correlations, -1 + 1e-15, 1 - 1e-15)))) >= MAX_THETA - 1e-3:
+            notes.append(f"a canonical correlation is at the largest the model holds (tanh({MAX_THETA:g})): "
+                         "X and Y (nearly) determine each other and the MI may be larger")  # fmt: skip
+        details = {
+            "flow": settings.flow, "gaussian_copula": copula, "held_out": float(np.mean(ratios)),
+            "held_out_stderr": spread / math.sqrt(len(ratios)), "correlations": correlations,
+            "validation_log_likelihood": best, "start_validation_log_likelihood": start,
+            "best_step": best_step, "steps": step, "n_fit": len(split.fit),
+            "n_validation": len(split.validation), "n_test": len(split.test),
+        }  # fmt: skip
+        interval = (
+            f"normal interval of the fitted Gaussian's sampling noise (delta method: the spread of the "
+            f"per-pair log density ratio on {len(ratios)} held-out pairs over sqrt({len(split.fit)}), the "
+            "fit pairs); not the noise of training the flows, not the bias of a Gaussian model that does not "
+            "fit"
+        )  # fmt: skip
+        return Estimate.from_stderr(
+            value, spread / math.sqrt(len(split.fit)), settings.level, interval=interval,
+            estimator=self.name, n_pairs=len(x), notes=tuple(notes), details=details,
+        )  # fmt: skip
+
+    def _constant(self, name: str, split: Split, n_pairs: int, notes: list[str]) -> Estimate:
+        """I(X; Y) = 0 where a side is constant on the fit pairs."""
+        return Estimate.from_stderr(
+            0.0, 0.0, self.settings.level, interval="none: a constant side carries no information",
+            estimator=self.name, n_pairs=n_pairs, notes=(*notes, f"{name} is constant: I(X; Y) = 0"),
+            details={"flow": self.settings.flow, "n_fit": len(split.fit)},
+        )  # fmt: skip
+
+
+ESTIMATORS = [FlowGaussian]
+"""The flow estimator (:class:`FlowGaussian`, ``"flow"``)."""
