@@ -205,7 +205,7 @@ def test_an_estimate_at_the_infonce_ceiling_says_so(tmp_path: Path) -> None:
     assert details["n_test"] == 60 and details["negatives_test"] == 6
     assert details["at_ceiling"] is True and details["ceiling"] == pytest.approx((np.log(8) + np.log(7)) / 2)
     assert details["ceiling"] - 0.05 <= report["value"] <= details["ceiling"]
-    assert report["ci_high"] == float("inf") and report["ci_low"] < report["value"]  # a lower bound: open above
+    assert report["ci_high"] == float("inf") and report["ci_low"] < report["value"]  # open above
     sentence = CliRunner().invoke(main, args, catch_exceptions=False).stdout
     assert "lower bound at its ceiling" in sentence and "estimator flow" in sentence
     assert f"is at least {report['value']:.4f} nats" in sentence and "inf)" in sentence

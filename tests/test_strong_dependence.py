@@ -145,4 +145,5 @@ def test_the_default_hands_a_saturating_infonce_estimate_to_the_flow_route() -> 
     result = mitool.estimate(x, y, steps=300, eval_every=50)
     assert result.estimator == "flow" and result.value == pytest.approx(10.0, rel=0.05)
     assert result.ci_low < result.value < result.ci_high < math.inf
-    assert result.details["capped"] < 6.5 and "gave" in result.notes[0] and "near its ceiling" in result.notes[0]
+    assert result.details["capped"] < 6.5
+    assert any("infonce gave" in note and "near its ceiling" in note for note in result.notes)
