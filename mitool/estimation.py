@@ -453,8 +453,13 @@ def _finished(result: Estimate, plan: _Plan, options: _Options, progress: Progre
     """The estimator's result with the plan's notes, past its ceiling when it saturates and the
     estimator was the default's choice (:func:`beyond_the_ceiling`), and the notes of trust."""
     if options.estimator is None and result.details.get("saturating"):
-        uncapped = estimators.get(UNCAPPED).estimate(*plan.rows, seed=options.seed, progress=progress)
-        result = beyond_the_ceiling(result, uncapped)
+        try:
+            uncapped = estimators.get(UNCAPPED).estimate(*plan.rows, seed=options.seed, progress=progress)
+        except checks.ParameterError as refusal:
+            result = result.with_notes(f"{UNCAPPED} (not capped) does not take these data: {refusal}; so the "
+                                       "MI is known only to be at least this much")  # fmt: skip
+        else:
+            result = beyond_the_ceiling(result, uncapped)
     result = result.with_notes(*plan.notes)
     return result.with_notes(*trust_notes(result))
 

@@ -147,3 +147,20 @@ def test_the_default_hands_a_saturating_infonce_estimate_to_the_flow_route() -> 
     assert result.ci_low < result.value < result.ci_high < math.inf
     assert result.details["capped"] < 6.5
     assert any("infonce gave" in note and "near its ceiling" in note for note in result.notes)
+
+
+def test_flow_refuses_columns_on_a_low_dimensional_surface_such_as_images() -> None:
+    images, v = _bumps(1500, 8)  # 64 pixels, functions of a point of the unit square
+    with pytest.raises(ParameterError, match=r"^x has 64 columns that lie near a subspace of lower"):
+        mitool.estimate(images, v, estimator="flow")
+
+
+def test_where_flow_refuses_the_default_keeps_the_lower_bound_open_above(monkeypatch) -> None:
+    from mitool.estimators import flow
+
+    monkeypatch.setattr(flow, "COLLINEARITY", 2.0)  # every side refused: as images are
+    x, y = _pair(3000, mi=10.0, dim=5, seed=3)
+    result = mitool.estimate(x, y, steps=300, eval_every=50)
+    assert result.estimator == "infonce" and result.ci_high == math.inf and result.value < 6.5
+    assert any("flow (not capped) does not take these data" in note for note in result.notes)
+    assert f"is at least {result.value:.4f} nats" in str(result)
