@@ -164,3 +164,18 @@ def test_where_flow_refuses_the_default_keeps_the_lower_bound_open_above(monkeyp
     assert result.estimator == "infonce" and result.ci_high == math.inf and result.value < 6.5
     assert any("flow (not capped) does not take these data" in note for note in result.notes)
     assert f"is at least {result.value:.4f} nats" in str(result)
+
+
+def test_quantile_scores_are_rank_scores_up_to_1024_rows_and_keep_close_values_apart_beyond() -> None:
+    from mitool.estimators.preparation import normal_scores, quantile_scores
+
+    rng = np.random.default_rng(4)
+    small = rng.exponential(size=(800, 2))
+    for got, want in zip(quantile_scores(small, small[:5]), normal_scores(small, small[:5]), strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-12)  # every training value is a knot
+    train = rng.exponential(size=(20_000, 1))
+    (scores,) = quantile_scores(train)
+    assert np.all(np.diff(scores[np.argsort(train[:, 0]), 0]) > 0)  # strictly increasing on the training rows
+    pairs = quantile_scores(train, np.array([[1.0], [1.0 + 1e-7]]))[1]
+    assert 0 < pairs[1, 0] - pairs[0, 0] < 1e-5  # 1e-7 apart: apart, in proportion (ranks: 0 or a whole step)
+    assert abs(scores.mean()) < 0.01 and abs(scores.std() - 1) < 0.01

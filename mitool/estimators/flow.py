@@ -17,7 +17,11 @@ An estimate is made in four steps:
 
 1. The pairs are split into fit, validation and test parts and each coordinate is prepared, by maps
    fitted on the training rows, as the neural estimators do
-   (:func:`mitool.estimators.preparation.split_pairs`, ``normalise``: rank normal scores by default).
+   (:func:`mitool.estimators.preparation.split_pairs`, ``normalise``: normal scores of the
+   empirical CDF between 1024 quantiles by default, :func:`~mitool.estimators.preparation.quantile_scores`:
+   rank scores cap a coordinate pair's MI, 1 + 1 dimensions of 10 nats at n = 10 000 gave 8.63 on
+   ranks and 9.70 on quantiles; 5 nats 4.75 and 4.94; unchanged on the 5 x 5 maps, the Student-t
+   and the spiral).
 2. Each side goes through a fixed linear map, the CCA of the prepared fit rows
    (:func:`~mitool.estimators.preparation.canonical_maps`: whitened, turned so that the canonical
    pairs line up, scaled to unit variance), then through a zuko flow (``flow``, ``transforms``
@@ -147,8 +151,9 @@ class FlowGaussianSettings(EstimatorSettings):
     hidden: int = _network("hidden", 64)
     hidden_layers: int = _network("hidden_layers", 2)
     normalise: str = setting(
-        "rank", "How each coordinate is prepared, fitted on the training rows: standard (z-scores) or rank "
-        "(normal scores of the ranks); both are invertible per coordinate and keep the MI.",
+        "quantile", "How each coordinate is prepared, fitted on the training rows: standard (z-scores), rank "
+        "(normal scores of the ranks) or quantile (normal scores of the empirical CDF linear between 1024 "
+        "quantiles, which keeps close values apart); each is invertible per coordinate and keeps the MI.",
         _choice(PREPARATIONS),
     )  # fmt: skip
     level: float = level_setting()

@@ -30,6 +30,7 @@ __all__ = [
     "fold_splits",
     "normal_scores",
     "part_sizes",
+    "quantile_scores",
     "split_pairs",
     "standardise",
     "validation_size",
@@ -131,6 +132,33 @@ def normal_scores(train: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
     ]
 
 
+QUANTILE_KNOTS = 1024
+"""The knots of :func:`quantile_scores`: the training column's quantiles at this many levels."""
+
+
+def quantile_scores(train: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
+    """As :func:`normal_scores`, z = Phi^-1(F(v)), but with F linear between :data:`QUANTILE_KNOTS`
+    quantiles of the training column (its minimum and maximum among them, at levels 1/2n and
+    1 - 1/2n) instead of between every training value: within a knot interval the map is linear, so
+    two close values keep their difference in proportion, where rank scores turn it into a whole
+    step of rank (one rank apart at least, or none). It matters at high MI: 1 + 1 dimensions of
+    10 nats, n = 10 000: the flow estimate on rank scores 8.62, on these 10.0 (runs/lead/quantiles.py)."""
+    from scipy.special import ndtri
+
+    count = len(train)
+    probabilities = np.linspace(0.0, 1.0, min(QUANTILE_KNOTS, count))
+    levels = (probabilities * (count - 1) + 0.5) / count
+    knots = np.quantile(train, probabilities, axis=0)
+    scores = []
+    for array in (train, *others):
+        columns = []
+        for j in range(train.shape[1]):
+            values, places = np.unique(knots[:, j], return_index=True)  # knots of tied values merged
+            columns.append(ndtri(np.interp(array[:, j], values, levels[places])))
+        scores.append(np.stack(columns, axis=1))
+    return scores
+
+
 def _inverse_root(covariance: np.ndarray) -> np.ndarray:
     values, vectors = np.linalg.eigh(covariance)
     values = np.maximum(values, 1e-9 * max(values.max(), 1e-300))
@@ -151,6 +179,8 @@ def canonical_maps(x_train: np.ndarray, y_train: np.ndarray) -> tuple[np.ndarray
     return left.T @ white_x, right @ white_y
 
 
-PREPARATIONS: dict[str, Callable[..., list[np.ndarray]]] = {"standard": standardise, "rank": normal_scores}
-"""How the coordinates are prepared before training: both are increasing per coordinate and
-fitted on the training rows only."""
+PREPARATIONS: dict[str, Callable[..., list[np.ndarray]]] = {
+    "standard": standardise, "rank": normal_scores, "quantile": quantile_scores,
+}  # fmt: skip
+"""How the coordinates are prepared before training: each is increasing per coordinate and fitted
+on the training rows only."""
