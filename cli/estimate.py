@@ -91,7 +91,10 @@ def estimate_command(
     noise of the held-out evaluation and of training (the spread of its two critics); for the
     k-NN, Gaussian and plug-in estimators the sampling noise of the pairs; never a bound's own
     bias. InfoNCE-type estimates cannot exceed log(K + 1) (K = held-out rows - 1, at most 1023;
-    eqco: log(alpha + 1)): an estimate at that ceiling is flagged; smile and nwj are not capped.
+    eqco: log(alpha + 1)), KSG's psi(n) - psi(k): an estimate near its ceiling is a lower bound,
+    its interval open above ("at least"); the default then estimates with flow (normalizing flows
+    to a joint Gaussian, not capped) and reports it where it agrees. Images: .npy arrays of shape
+    (n, H, W) or (n, C, H, W), read as rows of pixels.
     """
     from mitool.cli.common import EstimateProgress
     from mitool.cli.io import load_samples

@@ -30,6 +30,12 @@ Before an estimator runs, the data are looked at, and what was decided is in ``r
 * a discrete Z: I(X; Y | Z) = sum_z p(z) I(X; Y | Z = z), the MI within each group of Z estimated and
   weighted by the group's share (groups of fewer pairs than the estimator needs are left out, with a
   note); the interval combines the groups' standard errors;
+* an estimate near its estimator's ceiling (InfoNCE's log(K + 1), KSG's psi(n) - psi(k):
+  ``details["saturating"]``) is a lower bound, its interval open above; when the default chose that
+  estimator, the pairs go to the uncapped :data:`UNCAPPED` estimator (normalizing flows to a joint
+  Gaussian), whose estimate is reported where it agrees with the lower bound
+  (:func:`beyond_the_ceiling`), and the lower bound, open above, where it does not or where it
+  refuses the data (columns on a low-dimensional surface, as images);
 * a result that cannot be read at face value says so in its notes (:func:`trust_notes`): a
   negative estimate (MI is never negative), an interval of zero width.
 """
