@@ -36,14 +36,22 @@ exponential, 10 seeds, a null of 999 each): p <= 0.01, 0.05, 0.1 in 1.03%, 4.74%
 (:data:`CALIBRATION`). Pairs with a discrete column, ties, a constant column, another estimator or
 ``given`` are tested by their own permutations (``null="pair"``: every pair).
 
-**Resolution.** With B permutations the smallest p is 1 / (B + 1) (0.001 by default). Over m
-pairs, the Benjamini-Hochberg q of a pair at that floor is at least m / ((B + 1) r) when r pairs
-reach it: with 19 900 pairs and B = 999, a pair is found at q <= 0.05 only among about 400 such
-pairs or more, and the result's notes say when pairs miss q <= 0.05 for that alone. For a sparse
-structure raise B (``permutations=99_999``: the shared null costs B statistics once, spread over
-the workers in blocks of :data:`NULL_BLOCK`). A normal tail fitted to the null would not be a
-valid way round it: the null is skewed to the right (skewness 0.21 at n = 1000, k = 20, from
-20 000 permutations), and the normal puts 3e-4 beyond its 0.999 quantile.
+**Resolution.** With B permutations the smallest permutation p is 1 / (B + 1) (0.001 by
+default). Over m pairs, the Benjamini-Hochberg q of a pair at that floor is at least m / ((B + 1) r)
+when r pairs reach it: with 19 900 pairs and B = 999, a pair is found at q <= 0.05 only among about
+400 such pairs or more. So for the pairs on the shared null that fewer than 10 null values reach,
+the p-value is by default (``tail="gpd"``) that of a generalized Pareto tail fitted once to the
+shared null (Knijnenburg et al. 2009, :func:`mitool.independence.tail_pvalue`): p = (N_exc / B)
+(1 - F(T - t)) over the threshold t of the N_exc largest null values, an estimate that goes below
+1 / (B + 1). The result's ``tail_pairs`` and notes say which pairs have one, ``tail_fit`` the fit.
+On the KSG rank null it is conservative (a negative fitted shape is extrapolated as the exponential
+tail; measured in tail_pvalue's docstring), and an estimate rather than a p-value exact by
+construction; ``tail="none"`` keeps the permutation p-values, and the notes then say when pairs
+miss q <= 0.05 for want of resolution alone. Raising B also helps (``permutations=99_999``: the
+shared null costs B statistics once, spread over the workers in blocks of :data:`NULL_BLOCK`). A
+normal tail fitted to the null would not be a valid way round it: the null is skewed to the right
+(skewness 0.21 at n = 1000, k = 20, from 20 000 permutations), and the normal puts 3e-4 beyond its
+0.999 quantile.
 
 **Resumable.** With ``out`` a folder, the pairs go in blocks (:func:`block_size` pairs each, a
 number that depends only on the number of pairs) and the shared null in blocks of
@@ -84,15 +92,19 @@ import numpy as np
 
 from mitool import checks
 from mitool.independence import (
+    TAIL_REACHED,
     TEST_DEFAULTS,
     Z_NEIGHBOURS,
     ScoredSide,
+    TailFit,
     _check_size,
     _digamma_table,
     _feature_columns,
     _permutation_count,
+    _reached,
     _test,
     benjamini_hochberg,
+    fit_tail,
     ksg_statistic,
     permutation_pvalue,
 )
@@ -160,11 +172,14 @@ class MatrixResult:
     """The MI matrix of :func:`mi_matrix`.
 
     columns: the column names. statistic, ci_low, ci_high, pvalue, qvalue: (p, p) arrays, symmetric,
-    NaN on the diagonal: the MI (nats), the estimator's interval, the permutation p-value and the
+    NaN on the diagonal: the MI (nats), the estimator's interval, the p-value and the
     Benjamini-Hochberg q-value over the p (p - 1) / 2 pairs. permutations: B. null: "shared",
     "pair" or "mixed" (which pairs used the shared null: ``shared_pairs``); null_values: the shared
     null (empty without one). method: what was done. notes: what was decided, each once. n_rows:
     the rows. seconds: wall time. reused_blocks: blocks read back from ``out`` rather than computed.
+    tail: the ``tail`` asked for ("gpd" or "none"); tail_pairs: (p, p) booleans, the pairs whose
+    p-value is the shared null's generalized Pareto tail (:func:`mitool.independence.tail_pvalue`)
+    rather than a permutation p-value; tail_fit: that tail (None where none was fitted).
     """
 
     columns: tuple[str, ...]
@@ -182,6 +197,9 @@ class MatrixResult:
     reused_blocks: int = 0
     shared_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
     null_values: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    tail: str = "none"
+    tail_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
+    tail_fit: TailFit | None = None
 
     def __repr__(self) -> str:
         return (f"MatrixResult(columns={len(self.columns)}, n_rows={self.n_rows}, "
@@ -258,9 +276,11 @@ class MatrixResult:
         count = len(self.columns)
         upper = np.triu_indices(count, 1)
         found = int(np.count_nonzero(self.qvalue[upper] <= 0.05))
+        tailed = int(np.count_nonzero(self.tail_pairs[upper])) if self.tail_pairs.size else 0
+        scheme = f"{self.null} null" + (f"; {tailed} p-value(s) from its GPD tail" if tailed else "")
         lines = [
             f"MI matrix of {count} columns ({len(upper[0])} pairs), {self.n_rows} rows; {self.permutations} "
-            f"permutations ({self.null} null); {found} pair(s) at q <= 0.05."
+            f"permutations ({scheme}); {found} pair(s) at q <= 0.05."
         ]
         best = sorted(self.pairs(), key=lambda row: -row[2] if math.isfinite(row[2]) else math.inf)[:10]
         if best:
@@ -702,10 +722,11 @@ def mi_matrix(
     progress: Callable[[int, int], None] | None = None,
     columns: Sequence[str] | None = None,
     null: str = "shared",
+    tail: str = "gpd",
     **settings: Any,
 ) -> MatrixResult:
-    """The MI of every pair of columns of ``data``, its permutation p-value and the
-    Benjamini-Hochberg q-value over all pairs (see the module).
+    """The MI of every pair of columns of ``data``, its p-value (by permutations, or from the shared
+    null's tail) and the Benjamini-Hochberg q-value over all pairs (see the module).
 
     Parameters
     ----------
@@ -736,6 +757,12 @@ def mi_matrix(
     null : "shared" or "pair"
         The shared null for the pairs of tie-free numeric columns (default), or every pair its own
         permutations (p-values equal to independence_test's with the pair's seed; B per pair).
+    tail : "gpd" or "none"
+        For the pairs on the shared null that fewer than 10 null values reach: "gpd" (default), the
+        p-value of a generalized Pareto tail fitted once to the shared null
+        (:func:`mitool.independence.tail_pvalue`; needs B >= 397, else the permutation p-value with a
+        note); "none", the permutation p-value, whose floor is 1 / (B + 1). Pairs with their own
+        permutations always have the permutation p-value.
     **settings
         The statistic's settings (``k=10``).
 
@@ -762,6 +789,7 @@ def mi_matrix(
     """
     start = time.perf_counter()
     checks.choice("null", null, ("shared", "pair"))
+    checks.choice("tail", tail, ("gpd", "none"))
     count, permutation_notes = _permutation_count(permutations, estimator)
     table, names = _columns_of(data, columns)
     n, width = len(table[0]), len(table)
@@ -835,7 +863,7 @@ def mi_matrix(
             else:
                 _run_processes(pending, table, given_rows, done, parallel)
     return _assemble(names, n, pairs, blocks, fast, shared, null_blocks, results, job, null, reused,
-                     [*permutation_notes], time.perf_counter() - start)  # fmt: skip
+                     [*permutation_notes], time.perf_counter() - start, tail)  # fmt: skip
 
 
 def _free_cores() -> int:
@@ -846,7 +874,7 @@ def _free_cores() -> int:
 
 def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[slice], fast: np.ndarray,
               shared: np.ndarray, null_blocks: list, results: dict[str, Any], job: _Job, null: str,
-              reused: int, notes: list[str], seconds: float) -> MatrixResult:  # fmt: skip
+              reused: int, notes: list[str], seconds: float, tail: str = "none") -> MatrixResult:  # fmt: skip
     width = len(names)
     per_pair = {name: np.concatenate([results[f"pairs-{index:05d}"][name] for index in range(len(blocks))])
                 for name in ("statistic", "ci_low", "ci_high", "pvalue")}  # fmt: skip
@@ -854,6 +882,7 @@ def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[sl
                    if null_blocks else np.zeros(0))  # fmt: skip
     for row in np.flatnonzero(shared):
         per_pair["pvalue"][row] = permutation_pvalue(per_pair["statistic"][row], null_values)
+    tailed, fitted, unfitted = _tail_pvalues(per_pair, shared, null_values, tail)
     per_pair["qvalue"] = benjamini_hochberg(per_pair["pvalue"])
     matrices = {}
     for name, values in per_pair.items():
@@ -861,14 +890,17 @@ def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[sl
         matrix[pairs[:, 0], pairs[:, 1]] = values
         matrix[pairs[:, 1], pairs[:, 0]] = values
         matrices[name] = matrix
-    shared_matrix = np.zeros((width, width), dtype=bool)
+    shared_matrix, tail_matrix = np.zeros((width, width), dtype=bool), np.zeros((width, width), dtype=bool)
     shared_matrix[pairs[:, 0], pairs[:, 1]] = shared
     shared_matrix[pairs[:, 1], pairs[:, 0]] = shared
+    tail_matrix[pairs[:, 0], pairs[:, 1]] = tailed
+    tail_matrix[pairs[:, 1], pairs[:, 0]] = tailed
     for index in range(len(blocks)):
         notes.extend(note for note in results[f"pairs-{index:05d}"]["notes"] if note not in notes)
     scheme = "shared" if shared.all() else "pair" if not shared.any() else "mixed"
     count = job.permutations
-    notes.extend(_resolution_notes(per_pair["pvalue"], per_pair["qvalue"], count))
+    notes.extend(_tail_notes(names, pairs, tailed, unfitted, count))
+    notes.extend(_resolution_notes(per_pair["pvalue"], per_pair["qvalue"], count, ~tailed))
     method = (f"Each pair of columns a < b by independence_test (column a as X, b as Y; the pair's seed "
               f"pair_seed(seed, a, b)); p = (1 + #{{null >= observed}}) / (1 + {count}), never 0, at least "
               f"1/{count + 1}; q: Benjamini-Hochberg over the {len(pairs)} pairs.")  # fmt: skip
@@ -877,19 +909,65 @@ def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[sl
                    f"{job.ks[0]}) on rank scores is distribution-free under independence, so {count} "
                    f"permutations of the ranks serve them all; the others have their own {count} "
                    "permutations each.")  # fmt: skip
+    if fitted is not None:
+        method += (f" {int(tailed.sum())} of them, which fewer than {TAIL_REACHED} null values reach, have "
+                   f"the p-value of the {fitted.describe()}: p = (N_exc / B) (1 - F(observed - threshold)) "
+                   "(Knijnenburg et al. 2009; mitool.independence.tail_pvalue), an estimate that goes "
+                   f"below 1/{count + 1}.")  # fmt: skip
     return MatrixResult(
         columns=names, statistic=matrices["statistic"], ci_low=matrices["ci_low"],
         ci_high=matrices["ci_high"], pvalue=matrices["pvalue"], qvalue=matrices["qvalue"],
         permutations=count, null=scheme, method=method, notes=tuple(notes), n_rows=n, seconds=seconds,
-        reused_blocks=reused, shared_pairs=shared_matrix, null_values=null_values,
+        reused_blocks=reused, shared_pairs=shared_matrix, null_values=null_values, tail=tail,
+        tail_pairs=tail_matrix, tail_fit=fitted,
     )  # fmt: skip
 
 
-def _resolution_notes(pvalues: np.ndarray, qvalues: np.ndarray, count: int) -> list[str]:
-    """A note when pairs at the smallest p that ``count`` permutations give miss q <= 0.05 for
-    want of resolution (see the module)."""
+def _tail_pvalues(per_pair: dict[str, np.ndarray], shared: np.ndarray, null_values: np.ndarray,
+                  tail: str) -> tuple[np.ndarray, TailFit | None, np.ndarray]:  # fmt: skip
+    """With ``tail="gpd"``, the p-values of the pairs on the shared null that fewer than
+    :data:`~mitool.independence.TAIL_REACHED` null values reach, from one generalized Pareto tail
+    fitted to the shared null (what :func:`mitool.independence.tail_pvalue` gives each), written
+    into ``per_pair``; returns (those pairs, the fit, the pairs left with their permutation p-value
+    because no fit passed)."""
+    statistic = per_pair["statistic"]
+    far = np.zeros(len(statistic), dtype=bool)
+    if tail == "gpd":
+        for row in np.flatnonzero(shared):
+            far[row] = math.isfinite(statistic[row]) and _reached(statistic[row], null_values) < TAIL_REACHED
+    fitted = fit_tail(null_values) if far.any() else None
+    if fitted is None:
+        return np.zeros_like(far), None, far
+    for row in np.flatnonzero(far):
+        per_pair["pvalue"][row] = fitted.pvalue(statistic[row])
+    return far, fitted, np.zeros_like(far)
+
+
+def _tail_notes(names: tuple[str, ...], pairs: np.ndarray, tailed: np.ndarray, unfitted: np.ndarray,
+                count: int) -> list[str]:  # fmt: skip
+    """Which pairs have a tail p-value (``tail_pairs`` holds them all), or why none has."""
+    notes = []
+    if tailed.any():
+        rows = np.flatnonzero(tailed)
+        named = ", ".join(f"{names[pairs[row, 0]]} ~ {names[pairs[row, 1]]}" for row in rows[:10])
+        more = f" and {len(rows) - 10} more" if len(rows) > 10 else ""
+        notes.append(f"{len(rows)} pair(s) have a generalized Pareto tail p-value, estimated beyond the "
+                     f"{count} permutations: {named}{more}")  # fmt: skip
+    if unfitted.any():
+        notes.append(f"{int(unfitted.sum())} pair(s) are reached by fewer than {TAIL_REACHED} of the {count} "
+                     "null values, but no generalized Pareto tail fitted the shared null (it needs 397 "
+                     "permutations or more): their p-value is the permutation one")  # fmt: skip
+    return notes
+
+
+def _resolution_notes(pvalues: np.ndarray, qvalues: np.ndarray, count: int,
+                      permuted: np.ndarray | None = None) -> list[str]:  # fmt: skip
+    """A note when pairs at the smallest p that ``count`` permutations give (among the ``permuted``
+    ones: those without a tail p-value) miss q <= 0.05 for want of resolution (see the module)."""
     floor = 1 / (count + 1)
     at_floor = pvalues <= floor * (1 + 1e-9)
+    if permuted is not None:
+        at_floor &= permuted
     missed = int(np.count_nonzero(at_floor & (qvalues > 0.05)))
     if not missed:
         return []
