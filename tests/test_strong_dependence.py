@@ -179,3 +179,15 @@ def test_quantile_scores_are_rank_scores_up_to_1024_rows_and_keep_close_values_a
     pairs = quantile_scores(train, np.array([[1.0], [1.0 + 1e-7]]))[1]
     assert 0 < pairs[1, 0] - pairs[0, 0] < 1e-5  # 1e-7 apart: apart, in proportion (ranks: 0 or a whole step)
     assert abs(scores.mean()) < 0.01 and abs(scores.std() - 1) < 0.01
+
+
+def test_the_plugin_gaussian_mi_bias_is_what_independent_gaussians_give() -> None:
+    """Independent Gaussians have MI 0, so the plug-in Gaussian MI's mean over samples is its bias."""
+    from mitool.estimators.gaussian import gaussian_mi, plugin_mi_bias
+
+    rng = np.random.default_rng(5)
+    values = [gaussian_mi(*np.split(rng.normal(size=(300, 20)), 2, axis=1), bias_correction=False)
+              for _ in range(200)]  # fmt: skip
+    expected = plugin_mi_bias(10, 10, 299)
+    assert expected == pytest.approx(100 / (2 * 300), rel=0.25)  # about dx dy / 2n
+    assert np.mean(values) == pytest.approx(expected, abs=4 * np.std(values) / np.sqrt(len(values)))

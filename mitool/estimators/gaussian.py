@@ -27,7 +27,14 @@ from mitool import checks
 from mitool.estimators.base import Estimate, Estimator, setting
 from mitool.estimators.subsets import SubsetSettings, subset_estimate
 
-__all__ = ["Gaussian", "GaussianSettings", "gaussian_conditional_mi", "gaussian_mi", "log_det_bias"]
+__all__ = [
+    "Gaussian",
+    "GaussianSettings",
+    "gaussian_conditional_mi",
+    "gaussian_mi",
+    "log_det_bias",
+    "plugin_mi_bias",
+]
 
 
 def log_det_bias(dim: int, degrees: int) -> float:
@@ -39,6 +46,14 @@ def log_det_bias(dim: int, degrees: int) -> float:
     return float(
         sum(digamma((degrees + 1 - i) / 2.0) for i in range(1, dim + 1)) + dim * math.log(2.0 / degrees)
     )
+
+
+def plugin_mi_bias(dim_x: int, dim_y: int, degrees: int) -> float:
+    """The bias of the plug-in Gaussian MI 1/2 [log det S_X + log det S_Y - log det S_XY] of a sample
+    covariance with ``degrees`` = n - 1, under the Gaussian: 1/2 [b(dx) + b(dy) - b(dx + dy)],
+    b = :func:`log_det_bias` (about dx dy / 2n nats: 0.30 for 64 x 64 dimensions and 6800 pairs)."""
+    joint = log_det_bias(dim_x + dim_y, degrees)
+    return 0.5 * (log_det_bias(dim_x, degrees) + log_det_bias(dim_y, degrees) - joint)
 
 
 def _log_det_terms(data: np.ndarray, blocks: dict[str, list[int]], bias_correction: bool) -> dict[str, float]:
