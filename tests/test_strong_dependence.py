@@ -191,3 +191,22 @@ def test_the_plugin_gaussian_mi_bias_is_what_independent_gaussians_give() -> Non
     expected = plugin_mi_bias(10, 10, 299)
     assert expected == pytest.approx(100 / (2 * 300), rel=0.25)  # about dx dy / 2n
     assert np.mean(values) == pytest.approx(expected, abs=4 * np.std(values) / np.sqrt(len(values)))
+
+
+def test_flow_refuses_a_model_whose_held_out_ratio_and_closed_form_disagree() -> None:
+    from mitool.estimators.flow import _refuse_misfit
+
+    _refuse_misfit(9.65, 9.22)  # rotated asinh at 10 nats: the flows fit, 4.5% apart
+    _refuse_misfit(0.003, -0.001)
+    with pytest.raises(ParameterError, match=r"^x and y could not be made jointly Gaussian by the flows"):
+        _refuse_misfit(16.544, -3.784)  # rectangles as images, pixels dequantised
+    with pytest.raises(ParameterError, match=r"16\.000 nats against its closed form 20\.000"):
+        _refuse_misfit(20.0, 16.0)
+
+
+def test_the_gaussian_estimator_refuses_images_whose_pixels_lie_on_a_surface() -> None:
+    images, v = _bumps(2000, 8)
+    with pytest.raises(ParameterError, match=r"^x has 64 columns that lie near a subspace of lower"):
+        mitool.estimate(images, v, estimator="gaussian")
+    x, y = _pair(2000, mi=3.0, dim=20)  # 20 correlated Gaussian columns a side are no surface
+    assert mitool.estimate(x, y, estimator="gaussian").value == pytest.approx(3.0, abs=0.15)

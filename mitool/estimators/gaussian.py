@@ -25,6 +25,7 @@ import numpy as np
 
 from mitool import checks
 from mitool.estimators.base import Estimate, Estimator, setting
+from mitool.estimators.rows import refuse_collinear
 from mitool.estimators.subsets import SubsetSettings, subset_estimate
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "gaussian_mi",
     "log_det_bias",
     "plugin_mi_bias",
+    "COLLINEARITY",
 ]
 
 
@@ -46,6 +48,12 @@ def log_det_bias(dim: int, degrees: int) -> float:
     return float(
         sum(digamma((degrees + 1 - i) / 2.0) for i in range(1, dim + 1)) + dim * math.log(2.0 / degrees)
     )
+
+
+COLLINEARITY = 1e-5
+"""A side whose correlation matrix has smallest eigenvalue below this fraction of the largest is
+refused (:func:`mitool.estimators.rows.refuse_collinear`): 16 x 16 images of bumps and rectangles
+(1e-16, 9e-6) gave -55 to +301 nats against truths of 2.5 to 10 (the highmi suite, n = 10 000)."""
 
 
 def plugin_mi_bias(dim_x: int, dim_y: int, degrees: int) -> float:
@@ -145,6 +153,8 @@ class Gaussian(Estimator):
                     name, f"column {constant[0]} is constant: its correlations are undefined; leave it out "
                     "(mitool.estimate does: a constant column carries no information)",
                 )  # fmt: skip
+            if rows is not None:
+                refuse_collinear(name, rows, COLLINEARITY)
         correct = self.settings.bias_correction
         function = (partial(gaussian_mi, bias_correction=correct) if z is None
                     else partial(gaussian_conditional_mi, bias_correction=correct))  # fmt: skip

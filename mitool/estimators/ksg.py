@@ -16,8 +16,9 @@ estimates for k .. k_max, from one computation of the distances.
 No estimate can exceed psi(n) - psi(k) (every count is at least k - 1): that is KSG's ceiling
 (7.70 nats at n = 10 000, k = 5), and it falls short of the MI well before it. Measured on
 correlated Gaussians, 1 + 1 dimensions, n = 10 000, rank scores: truth 5 -> 5.03, 6 -> 5.93,
-8 -> 7.15, 10 -> 7.45 (runs/lead/ksg_sat.py). An estimate within :data:`SATURATION_GAP` of the
-ceiling is reported as a lower bound, its interval open above (``details["saturating"]``).
+8 -> 7.15, 10 -> 7.45 (docs/mi-benchmark.md, "Strong dependence"). An estimate within
+:data:`SATURATION_GAP` of the ceiling is reported as a lower bound, its interval open above
+(``details["saturating"]``).
 
 The interval: the estimator on m disjoint subsets of n / m pairs (the bootstrap's repeated points
 would be zero-distance neighbours) gives m values v_j, and the standard error of the estimate on

@@ -105,7 +105,8 @@ SATURATION_GAP = 3.0
 """An InfoNCE-type estimate above its ceiling minus this many nats falls measurably short of the MI
 and is reported as a lower bound (its interval open above). Where the shortfall starts, measured
 with the default (``infonce``, two critics, K = 1023 held-out negatives, ceiling 6.91) on correlated
-Gaussians, 5 x 5, n = 10 000: truth 3 -> 2.97, 4 -> 3.89, 5 -> 4.73, 6 -> 5.46 (runs/lead/sat.py)."""
+Gaussians, n = 10 000: 5 x 5, truth 3 -> 2.97, 4 -> 3.89, 5 -> 4.73, 6 -> 5.46; 20 x 20, 3 -> 2.96,
+4 -> 3.84, 5 -> 4.61, 6 -> 5.26 (docs/mi-benchmark.md, "Strong dependence")."""
 
 BOUNDED_CRITICS = ("cosine",)
 """The critics whose scores are bounded (cos / temperature lies in [-1/T, 1/T])."""

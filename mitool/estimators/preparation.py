@@ -142,7 +142,7 @@ def quantile_scores(train: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
     1 - 1/2n) instead of between every training value: within a knot interval the map is linear, so
     two close values keep their difference in proportion, where rank scores turn it into a whole
     step of rank (one rank apart at least, or none). It matters at high MI: 1 + 1 dimensions of
-    10 nats, n = 10 000: the flow estimate on rank scores 8.62, on these 10.0 (runs/lead/quantiles.py)."""
+    10 nats, n = 10 000: the flow estimate on rank scores 8.63, on these 9.70."""
     from scipy.special import ndtri
 
     count = len(train)
