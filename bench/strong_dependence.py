@@ -29,7 +29,7 @@ ROUTES = {
     "infonce": {"estimator": "infonce", "ensemble": 2},
     "infonce scored with eqco, alpha = 1e6": {"estimator": "infonce", "ensemble": 2, "evaluator": "eqco",
                                               "alpha": 1e6},
-    "infonce scored with dcl": {"estimator": "infonce", "ensemble": 2, "evaluator": "dcl"},
+    "infonce scored with dcl (uncapped)": {"estimator": "infonce", "ensemble": 2, "evaluator": "dcl"},
     "smile (tau = 5)": {"estimator": "smile"},
     "smile trained, scored with dv": {"estimator": "smile", "evaluator": "dv"},
     "nwj": {"estimator": "nwj"},
