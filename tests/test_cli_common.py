@@ -139,7 +139,7 @@ def test_a_neural_estimate_labels_its_progress_values(tmp_path) -> None:
 
     generator = np.random.default_rng(0)
     x = generator.normal(size=(400, 2))
-    y = x + 0.5 * generator.normal(size=(400, 2))
+    y = x + generator.normal(size=(400, 2))  # 0.69 nats: far below the ceiling of 79 held-out negatives
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "y.npy", y)
     args = ["estimate", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--estimator", "infonce",
