@@ -34,6 +34,12 @@ __all__ = ["matrix_command"]
     help="shared: KSG on rank scores is distribution-free under independence, so one set of permutations "
     "serves every pair of tie-free numeric columns; pair: every pair its own (B per pair: slow).",
 )  # fmt: skip
+@click.option(
+    "--tail", type=click.Choice(["gpd", "none"]), default="gpd", show_default=True,
+    help="gpd: a pair beyond the shared null's tenth largest value gets a p-value from a generalized "
+    "Pareto fit to the null's tail (Knijnenburg et al. 2009), so that many pairs can pass the q-values; "
+    "none: permutation p-values only (at least 1 / (B + 1)).",
+)  # fmt: skip
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every pair and of the null.")
 @click.option(
     "--out", type=click.Path(file_okay=False), default=None,
@@ -50,8 +56,8 @@ __all__ = ["matrix_command"]
 )  # fmt: skip
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def matrix_command(
-    data: str, z: str | None, estimator: str | None, permutations: int | None, null: str, seed: int,
-    out: str | None, workers: int | None, scheduler: str | None, quiet: bool,
+    data: str, z: str | None, estimator: str | None, permutations: int | None, null: str, tail: str,
+    seed: int, out: str | None, workers: int | None, scheduler: str | None, quiet: bool,
 ) -> None:  # fmt: skip
     """The MI of every pair of columns of DATA, with permutation p-values and Benjamini-Hochberg
     q-values over all pairs.
@@ -88,7 +94,7 @@ def matrix_command(
             result = mi_matrix(
                 samples.values, given=given, estimator=estimator, permutations=permutations, seed=seed,
                 workers=workers, client=client, out=folder, progress=progress, columns=samples.columns,
-                null=null,
+                null=null, tail=tail,
             )  # fmt: skip
     finally:
         if client is not None:

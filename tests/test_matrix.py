@@ -175,6 +175,14 @@ def test_the_command_line(data: np.ndarray, tmp_path: Path) -> None:
     bad = CliRunner().invoke(main, ["matrix", str(path), "--permutations", "0", "--out", str(out)])
     assert bad.exit_code == 2
     assert bad.output.strip() == "Error: --permutations must be a whole number >= 1, got 0"
+    plain = CliRunner().invoke(main, [*arguments[:-4], "--out", str(tmp_path / "plain"), "--tail", "none"])
+    assert plain.exit_code == 0, plain.output
+    with open(tmp_path / "plain" / "matrix.csv", newline="") as stream:
+        pvalues = [float(row["pvalue"]) for row in csv.DictReader(stream)]
+    assert min(pvalues) >= 1 / (PERMUTATIONS + 1) - 1e-12  # permutation p-values only
+    wrong = CliRunner().invoke(main, [*arguments, "--tail", "pareto"])
+    assert wrong.exit_code == 2
+    assert wrong.output.strip() == "Error: Invalid value for '--tail': 'pareto' is not one of 'gpd', 'none'."
 
 
 def test_bad_input_is_one_line() -> None:
