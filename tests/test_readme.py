@@ -118,16 +118,19 @@ def readme_commands() -> list[list[str]]:
     ]
 
 
-FIRST_TASK = {"bmi": "1v1-normal-0.75", "bmi-v2": "1v1-additive-0.75", "highmi": "normal-1x1-2nats"}
-"""Suites of many estimates: the README's commands run them on one task and seed (the rest is a bench run)."""
+ONE_TASK_SUITES = ("bmi", "bmi-v2", "highmi")
+"""Suites of many estimates: the README's commands run them on their first task and one seed (the rest
+is a bench run)."""
 
 
 def test_every_readme_command_runs_as_shown(tmp_path, monkeypatch):
     """Each `mitool` command of the README, with its defaults (a sweep without --workers, say), in
     the order shown, in one folder (the estimate example's files made as the README makes them).
-    The benchmarks of bmi's suites and of highmi run on one of their tasks and seeds (FIRST_TASK)."""
+    The benchmarks of bmi's suites and of highmi run on their first task and one seed (ONE_TASK_SUITES)."""
     import subprocess
     import sys
+
+    from mitool.benchmark.suites import suite
 
     monkeypatch.chdir(tmp_path)
     python = (
@@ -137,9 +140,9 @@ def test_every_readme_command_runs_as_shown(tmp_path, monkeypatch):
     commands = readme_commands()
     assert {command[0] for command in commands} >= {"estimate", "benchmark", "toy", "vision"}
     for command in commands:
-        if "--suite" in command and command[command.index("--suite") + 1] in FIRST_TASK:
+        if "--suite" in command and command[command.index("--suite") + 1] in ONE_TASK_SUITES:
             at = command.index("--suite")
-            task = FIRST_TASK[command[at + 1]]
+            task = suite(command[at + 1])[0].name
             command = [*command[:at], *command[at + 2 :], "--tasks", task, "--seeds", "1"]
         result = subprocess.run([sys.executable, "-m", "mitool.cli.main", *command], capture_output=True,
                                 text=True, timeout=600)  # fmt: skip
