@@ -77,7 +77,7 @@ import numpy as np
 
 from mitool import checks, estimators
 from mitool.estimation import Prepared, is_discrete, prepare
-from mitool.estimators.base import ArrayLike, as_rows, holds_labels
+from mitool.estimators.base import ArrayLike, as_rows, holds_labels, interval_text
 from mitool.runtime import chosen_threads
 
 __all__ = [
@@ -257,7 +257,7 @@ class FeatureMI:
         width = max([6, *(len(name) for name in self.columns)])
         lines = [f"{'column':<{width}}  {'MI (nats)':>9}  {'interval':>17}  {'p':>7}  {'q':>7}"]
         for index, name in enumerate(self.columns):
-            interval = f"[{self.ci_low[index]:.3f}, {self.ci_high[index]:.3f}]"
+            interval = interval_text(self.ci_low[index], self.ci_high[index])
             lines.append(f"{name:<{width}}  {self.statistic[index]:>9.4f}  {interval:>17}  "
                          f"{self.pvalue[index]:>7.3g}  {self.qvalue[index]:>7.3g}")  # fmt: skip
         return "\n".join(lines)

@@ -91,6 +91,7 @@ from typing import Any
 import numpy as np
 
 from mitool import checks
+from mitool.estimators.base import interval_text
 from mitool.independence import (
     TAIL_REACHED,
     TEST_DEFAULTS,
@@ -287,7 +288,7 @@ class MatrixResult:
             width = max(6, *(len(row[0]) + len(row[1]) + 3 for row in best))
             lines.append(f"{'pair':<{width}}  {'MI (nats)':>9}  {'interval':>17}  {'p':>7}  {'q':>7}")
             for a, b, mi, low, high, p, q in best:
-                interval = f"[{low:.3f}, {high:.3f}]"
+                interval = interval_text(low, high)
                 lines.append(f"{a + ' ~ ' + b:<{width}}  {mi:>9.4f}  {interval:>17}  {p:>7.3g}  {q:>7.3g}")
         return "\n".join(lines)
 

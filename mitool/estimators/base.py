@@ -115,6 +115,12 @@ class TrainingSettings(Settings):
     chunk: int = setting(50, "Held-out pairs (anchors) per value of the interval.", _whole)
 
 
+def interval_text(low: float, high: float, digits: int = 3) -> str:
+    """ "[low, high]", or "[low, inf)" for an interval open above (a lower bound near a ceiling)."""
+    upper = "inf)" if math.isinf(high) and high > 0 else f"{high:.{digits}f}]"
+    return f"[{low:.{digits}f}, {upper}"
+
+
 @dataclass(frozen=True, repr=False)
 class Estimate:
     """An estimate of I(X; Y) (or I(X; Y | Z)) in nats.
@@ -183,11 +189,11 @@ class Estimate:
         level = f"{100 * self.ci_level:g}%" if math.isfinite(self.ci_level) else "exact"
         conditional = any(note.startswith(("z ", "z:")) for note in self.notes)
         quantity = "I(X; Y | Z)" if conditional else "I(X; Y)"
-        head = (f"{quantity} = {self.value:.4f} +- {self.stderr:.4f} nats, {level} interval "
-                f"[{self.ci_low:.4f}, {self.ci_high:.4f}]")  # fmt: skip
+        interval = interval_text(self.ci_low, self.ci_high, 4)
+        head = f"{quantity} = {self.value:.4f} +- {self.stderr:.4f} nats, {level} interval {interval}"
         if math.isinf(self.ci_high):
             head = (f"{quantity} is at least {self.value:.4f} nats (a lower bound; +- {self.stderr:.4f}), "
-                    f"{level} interval [{self.ci_low:.4f}, inf)")  # fmt: skip
+                    f"{level} interval {interval}")  # fmt: skip
         details = self.details
         if "critic" in details:
             evaluator = details["evaluator"]
