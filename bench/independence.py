@@ -271,14 +271,15 @@ def rates(pvalues: list[float], alphas: tuple[float, ...]) -> dict[str, float]:
 def run_scenario(name: str, args: argparse.Namespace, peers: dict[str, Callable]) -> dict:
     scenario = SCENARIOS[name]
     stream = zlib.crc32(name.encode())
-    variants = {"mitool": None, **{f"mitool-k{k}": k for k in args.extra_k}}
+    variants: dict[str, dict] = {"mitool": {}, **{f"mitool-k{k}": {"k": k} for k in args.extra_k}}
+    if args.knn_only:
+        variants["mitool-knn"] = {"linear": False}
     methods: dict[str, dict] = {name: {"pvalues": [], "seconds": [], "cpu_seconds": []} for name in variants}
     estimator = ""
     for replicate in range(args.replicates):
         x, y, z = scenario.draw(np.random.default_rng([args.seed, stream, replicate]), args.n)
-        for variant, k in variants.items():
+        for variant, settings in variants.items():
             start, cpu = time.perf_counter(), time.process_time()
-            settings = {} if k is None else {"k": k}
             result = independence_test(x, y, z, permutations=args.permutations, seed=replicate, **settings)
             record = methods[variant]
             record["pvalues"].append(result.pvalue)
@@ -401,6 +402,9 @@ def main(argv: list[str] | None = None) -> int:
         "--extra-k",
         default="",
         help="comma-separated k: mitool with its statistic's k set so, one method each",
+    )
+    parser.add_argument(
+        "--knn-only", action="store_true", help="also mitool's k-NN statistic alone (linear=False)"
     )
     parser.add_argument(
         "--peer-replicates", type=int, default=None, help="peers on the first N replicates only"
