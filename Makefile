@@ -21,10 +21,10 @@ $(VENV)/.installed: pyproject.toml setup.py | $(PY)
 	$(COMPILE)
 	touch $@
 
-# The tests use the optional peers too (.[compare]: scikit-learn, pandas; .[distributed]: Dask);
-# without them those tests skip.
+# The tests use the optional peers too (.[compare]: scikit-learn, pandas; .[distributed]: Dask;
+# .[fast]: numba); without them those tests skip.
 $(VENV)/.installed-dev: pyproject.toml setup.py | $(PY)
-	$(INSTALL) -e '.[dev,compare,distributed]'
+	$(INSTALL) -e '.[dev,compare,distributed,fast]'
 	$(COMPILE)
 	touch $@ $(VENV)/.installed
 

@@ -10,22 +10,25 @@ Benjamini-Hochberg q-value over all pairs.
     mi_matrix(data, client=Client("tcp://host:8786")) # on a Dask cluster, the same numbers
 
 **Each pair** (a, b), a < b, is what :func:`mitool.independence_test` makes of column a as X and
-column b as Y: the same statistic (KSG, k = 20, on rank scores for continuous columns; the
-plug-in, Ross, the chain rule over atoms for discrete columns and ties; Frenzel & Pompe's
-conditional KSG with ``given``) and the estimator's interval, as :func:`mitool.feature_mi` gives it.
+column b as Y: the same statistic (KSG, k = 20, on rank scores for continuous columns, with the
+linear statistic beside it and the min-p combination of the two for the p-value; the plug-in,
+Ross, the chain rule over atoms for discrete columns and ties; Frenzel & Pompe's conditional KSG
+with ``given``) and the estimator's interval, as :func:`mitool.feature_mi` gives it.
 The pair's randomness is its own seed, :func:`pair_seed` (seed, a, b), whatever order the pairs
 are computed in, by which process or on which machine: ``independence_test(data[:, a], data[:, b],
 permutations=B, seed=pair_seed(seed, a, b))`` alone gives the pair's statistic (and, with
 ``null="pair"``, its p-value).
 
-**The shared null** (``null="shared"``, the default). The KSG statistic on rank scores depends on
-the data only through the ranks, and under H0 (X and Y independent, continuous, no ties) the ranks
+**The shared null** (``null="shared"``, the default). The KSG and linear statistics on rank scores
+depend on the data only through the ranks, and under H0 (X and Y independent, continuous, no ties) the ranks
 of Y given those of X are a uniform random permutation, whatever the marginals. The permutation
-distribution of the statistic is therefore the same for every such pair: that of T(g, g o sigma),
-g the n normal scores and sigma uniform. One set of B permutations, made once, serves all of them,
-and each p-value, p = (1 + #{b : T_b >= T_ab}) / (1 + B), is exactly as valid as the pair's own
-permutation test (Phipson & Smyth 2010): the null values are draws from the pair's own
-permutation distribution, independent of its data. The cost is B statistics in all instead of B
+distribution of the statistics is therefore the same for every such pair: that of
+(T(g, g o sigma), L(g, g o sigma)), g the n normal scores and sigma uniform. One set of B
+permutations, made once, serves all of them, and each p-value, the min-p combination of the pair's
+(T_ab, L_ab) against those B rows (:func:`mitool.independence.min_p_combination`; for one
+statistic p = (1 + #{b : T_b >= T_ab}) / (1 + B)), is exactly as valid as the pair's own
+permutation test (Phipson & Smyth 2010): the null rows are draws from the pair's own permutation
+distribution, independent of its data. The cost is B statistics in all instead of B
 per pair: 200 columns (19 900 pairs) of 1000 rows cost about 110 CPU seconds in all (4.6 ms a
 pair: the statistic's k-d tree search 2.6 ms, the interval's subsets 1.1 ms; the null 3 s), where
 B = 999 permutations per pair would cost about 17 CPU hours. The p-values of different pairs share
@@ -98,15 +101,17 @@ from mitool.independence import (
     Z_NEIGHBOURS,
     ScoredSide,
     TailFit,
+    _canonical_mi,
     _check_size,
     _digamma_table,
     _feature_columns,
     _permutation_count,
-    _reached,
     _test,
     benjamini_hochberg,
     fit_tail,
     ksg_statistic,
+    linear_statistic,
+    min_p_combination,
     permutation_pvalue,
 )
 
@@ -181,6 +186,8 @@ class MatrixResult:
     tail: the ``tail`` asked for ("gpd" or "none"); tail_pairs: (p, p) booleans, the pairs whose
     p-value is the shared null's generalized Pareto tail (:func:`mitool.independence.tail_pvalue`)
     rather than a permutation p-value; tail_fit: that tail (None where none was fitted).
+    linear: (p, p), the linear statistic of the pairs on the shared null (NaN elsewhere), and
+    linear_null_values its shared null, on the same permutations as null_values.
     """
 
     columns: tuple[str, ...]
@@ -201,6 +208,8 @@ class MatrixResult:
     tail: str = "none"
     tail_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
     tail_fit: TailFit | None = None
+    linear_null_values: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    linear: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
     def __repr__(self) -> str:
         return (f"MatrixResult(columns={len(self.columns)}, n_rows={self.n_rows}, "
@@ -328,7 +337,7 @@ def _pair_block(data: Columns, given: np.ndarray | None, job: _Job, pairs: np.nd
     """The pairs of one block: statistic, interval, p-value (NaN where the shared null gives it) and
     the notes (each once)."""
     count = len(pairs)
-    out = {name: np.full(count, np.nan) for name in ("statistic", "ci_low", "ci_high", "pvalue")}
+    out = {name: np.full(count, np.nan) for name in ("statistic", "ci_low", "ci_high", "pvalue", "linear")}
     notes: list[str] = []
     sides: dict[int, ScoredSide] = {}
     waiting: list[tuple[int, int, int, int]] = []  # fast pairs whose interval is made in batches
@@ -339,6 +348,7 @@ def _pair_block(data: Columns, given: np.ndarray | None, job: _Job, pairs: np.nd
                 if index not in sides:
                     sides[index] = ScoredSide.of(_column(data, index)[:, None], "rank")
             statistic = ksg_statistic(sides[a], sides[b], job.ks[0], job.ks[-1])(np.arange(job.n))
+            out["linear"][row] = _canonical_mi(sides[a].basis, sides[b].basis)
         else:
             x, y = _column(data, a), _column(data, b)
             result, prepared = _test(x, y, given, job.estimator, job.permutations, seed, "auto", "auto",
@@ -475,13 +485,18 @@ def _small_ksg(x: np.ndarray, y: np.ndarray, ks: Sequence[int]) -> np.ndarray:
 
 
 def shared_null_block(n: int, ks: Sequence[int], seed: int, block: int, count: int) -> np.ndarray:
-    """``count`` values of the shared null: KSG (k .. k_max of ``ks``) on rank scores of the ranks
-    0 .. n - 1 against themselves permuted, the permutations from the stream (seed, block)."""
+    """(count, 2): ``count`` rows of the shared null, KSG (k .. k_max of ``ks``) and the linear
+    statistic (:func:`mitool.independence.linear_statistic`) on rank scores of the ranks 0 .. n - 1
+    against themselves permuted, the permutations from the stream (seed, block)."""
     reference = np.arange(n, dtype=np.float64)[:, None]
     side = ScoredSide.of(reference, "rank")
-    statistic = ksg_statistic(side, side, ks[0], ks[-1])
+    statistic, linear = ksg_statistic(side, side, ks[0], ks[-1]), linear_statistic(reference, reference)
     rng = np.random.default_rng([seed, _SHARED_STREAM, block])
-    return np.array([statistic(rng.permutation(n)) for _ in range(count)])
+    rows = np.empty((count, 2))
+    for row in range(count):
+        order = rng.permutation(n)
+        rows[row] = statistic(order), linear(order)
+    return rows
 
 
 def _null_task(data: Columns, given: np.ndarray | None, job: _Job, block: int, count: int) -> np.ndarray:
@@ -812,7 +827,7 @@ def mi_matrix(
     size = block_size(len(pairs))
     blocks = [slice(begin, min(begin + size, len(pairs))) for begin in range(0, len(pairs), size)]
     config = {
-        "kind": "mitool matrix", "version": 1, "data": _fingerprint(table), "given": _fingerprint(given_rows),
+        "kind": "mitool matrix", "version": 2, "data": _fingerprint(table), "given": _fingerprint(given_rows),
         "columns": list(names), "estimator": estimator, "permutations": count, "seed": seed, "null": null,
         "settings": {key: repr(value) for key, value in sorted(settings.items())}, "block_pairs": size,
     }  # fmt: skip
@@ -878,12 +893,17 @@ def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[sl
               reused: int, notes: list[str], seconds: float, tail: str = "none") -> MatrixResult:  # fmt: skip
     width = len(names)
     per_pair = {name: np.concatenate([results[f"pairs-{index:05d}"][name] for index in range(len(blocks))])
-                for name in ("statistic", "ci_low", "ci_high", "pvalue")}  # fmt: skip
-    null_values = (np.concatenate([results[f"null-{block:05d}"] for block, _ in null_blocks])
-                   if null_blocks else np.zeros(0))  # fmt: skip
+                for name in ("statistic", "ci_low", "ci_high", "pvalue", "linear")}  # fmt: skip
+    null_rows = (np.concatenate([results[f"null-{block:05d}"] for block, _ in null_blocks])
+                 if null_blocks else np.zeros((0, 2)))  # fmt: skip
+    reached = np.zeros(len(pairs), dtype=np.intp)
     for row in np.flatnonzero(shared):
-        per_pair["pvalue"][row] = permutation_pvalue(per_pair["statistic"][row], null_values)
-    tailed, fitted, unfitted = _tail_pvalues(per_pair, shared, null_values, tail)
+        observed = np.array([per_pair["statistic"][row], per_pair["linear"][row]])
+        per_pair["pvalue"][row] = min_p_combination(observed, null_rows)[0]
+        reached[row] = round(per_pair["pvalue"][row] * (len(null_rows) + 1)) - 1
+    tailed, fitted, unfitted = _tail_pvalues(per_pair, shared, null_rows, tail, reached)
+    linear = per_pair.pop("linear")
+    null_values = null_rows[:, 0]
     per_pair["qvalue"] = benjamini_hochberg(per_pair["pvalue"])
     matrices = {}
     for name, values in per_pair.items():
@@ -907,9 +927,10 @@ def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[sl
               f"1/{count + 1}; q: Benjamini-Hochberg over the {len(pairs)} pairs.")  # fmt: skip
     if shared.any():
         method += (f" {int(shared.sum())} pair(s) of tie-free numeric columns share one null: KSG (k = "
-                   f"{job.ks[0]}) on rank scores is distribution-free under independence, so {count} "
-                   f"permutations of the ranks serve them all; the others have their own {count} "
-                   "permutations each.")  # fmt: skip
+                   f"{job.ks[0]}) and the linear statistic on rank scores are distribution-free under "
+                   f"independence, so {count} permutations of the ranks serve them all, and each pair's p "
+                   "is the min-p combination of the two against them; the others have their own "
+                   f"{count} permutations each.")  # fmt: skip
     if fitted is not None:
         method += (f" {int(tailed.sum())} of them, which fewer than {TAIL_REACHED} null values reach, have "
                    f"the p-value of the {fitted.describe()}: p = (N_exc / B) (1 - F(observed - threshold)) "
@@ -920,28 +941,41 @@ def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[sl
         ci_high=matrices["ci_high"], pvalue=matrices["pvalue"], qvalue=matrices["qvalue"],
         permutations=count, null=scheme, method=method, notes=tuple(notes), n_rows=n, seconds=seconds,
         reused_blocks=reused, shared_pairs=shared_matrix, null_values=null_values, tail=tail,
-        tail_pairs=tail_matrix, tail_fit=fitted,
+        tail_pairs=tail_matrix, tail_fit=fitted, linear_null_values=null_rows[:, 1],
+        linear=_symmetric(linear, pairs, width),
     )  # fmt: skip
 
 
-def _tail_pvalues(per_pair: dict[str, np.ndarray], shared: np.ndarray, null_values: np.ndarray,
-                  tail: str) -> tuple[np.ndarray, TailFit | None, np.ndarray]:  # fmt: skip
+def _symmetric(values: np.ndarray, pairs: np.ndarray, width: int) -> np.ndarray:
+    """(width, width): the pairs' values at (a, b) and (b, a), NaN elsewhere."""
+    matrix = np.full((width, width), np.nan)
+    matrix[pairs[:, 0], pairs[:, 1]] = values
+    matrix[pairs[:, 1], pairs[:, 0]] = values
+    return matrix
+
+
+def _tail_pvalues(per_pair: dict[str, np.ndarray], shared: np.ndarray, null_rows: np.ndarray, tail: str,
+                  reached: np.ndarray) -> tuple[np.ndarray, TailFit | None, np.ndarray]:  # fmt: skip
     """With ``tail="gpd"``, the p-values of the pairs on the shared null that fewer than
-    :data:`~mitool.independence.TAIL_REACHED` null values reach, from one generalized Pareto tail
-    fitted to the shared null (what :func:`mitool.independence.tail_pvalue` gives each), written
-    into ``per_pair``; returns (those pairs, the fit, the pairs left with their permutation p-value
-    because no fit passed)."""
+    :data:`~mitool.independence.TAIL_REACHED` null rows reach (``reached``: in the min-p order),
+    from generalized Pareto tails fitted once to the shared null of each statistic (what
+    :func:`mitool.independence.tail_pvalue` gives each), twice the smaller of the two (Bonferroni;
+    a statistic whose tail does not fit keeps its permutation p-value there), written into
+    ``per_pair``; returns (those pairs, the KSG statistic's fit, the pairs left with their
+    permutation p-value because neither fit passed)."""
     statistic = per_pair["statistic"]
     far = np.zeros(len(statistic), dtype=bool)
     if tail == "gpd":
-        for row in np.flatnonzero(shared):
-            far[row] = math.isfinite(statistic[row]) and _reached(statistic[row], null_values) < TAIL_REACHED
-    fitted = fit_tail(null_values) if far.any() else None
-    if fitted is None:
+        far = shared & np.isfinite(statistic) & (reached < TAIL_REACHED)
+    fits = [fit_tail(null_rows[:, column]) for column in range(2)] if far.any() else [None, None]
+    if fits[0] is None and fits[1] is None:
         return np.zeros_like(far), None, far
     for row in np.flatnonzero(far):
-        per_pair["pvalue"][row] = fitted.pvalue(statistic[row])
-    return far, fitted, np.zeros_like(far)
+        observed = (statistic[row], per_pair["linear"][row])
+        each = [fit.pvalue(value) if fit is not None else permutation_pvalue(value, null_rows[:, column])
+                for column, (fit, value) in enumerate(zip(fits, observed, strict=True))]  # fmt: skip
+        per_pair["pvalue"][row] = min(1.0, 2 * min(each))
+    return far, fits[0], np.zeros_like(far)
 
 
 def _tail_notes(names: tuple[str, ...], pairs: np.ndarray, tailed: np.ndarray, unfitted: np.ndarray,

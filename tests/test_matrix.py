@@ -17,7 +17,7 @@ from mitool import estimators
 from mitool.checks import ParameterError
 from mitool.cli.main import main
 from mitool.estimators.ksg import ksg
-from mitool.independence import permutation_pvalue
+from mitool.independence import min_p_combination
 from mitool.matrix import NULL_BLOCK, MatrixResult, _small_ksg, mi_matrix, pair_seed, shared_null_block
 
 PERMUTATIONS = 199
@@ -81,11 +81,14 @@ def test_each_pair_is_what_independence_test_and_the_estimator_give_alone(
         interval = ksg20.estimate(data[:, a, None], data[:, b, None], seed=seed)
         assert result.ci_low[a, b] == pytest.approx(interval.ci_low, abs=1e-12)
         assert result.ci_high[a, b] == pytest.approx(interval.ci_high, abs=1e-12)
-        assert result.pvalue[a, b] == permutation_pvalue(alone.statistic, result.null_values)
+        linear = alone.components[1].statistic  # the linear statistic, beside KSG on the shared null
+        assert result.linear[a, b] == pytest.approx(linear, rel=1e-9, abs=1e-15)
+        null_rows = np.column_stack([result.null_values, result.linear_null_values])
+        assert result.pvalue[a, b] == min_p_combination(np.array([alone.statistic, linear]), null_rows)[0]
     # the shared null: the blocks of permutations of the ranks, each its own stream
     blocks = [shared_null_block(300, [20], 0, block, min(NULL_BLOCK, PERMUTATIONS - block * NULL_BLOCK))
               for block in range(2)]  # fmt: skip
-    np.testing.assert_array_equal(result.null_values, np.concatenate(blocks))
+    np.testing.assert_array_equal(null_rows, np.concatenate(blocks))
 
 
 def test_with_its_own_permutations_each_pair_has_independence_tests_p_value(data: np.ndarray) -> None:

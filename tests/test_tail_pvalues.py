@@ -18,6 +18,7 @@ from mitool.independence import (
     TAIL_METHODS,
     benjamini_hochberg,
     fit_tail,
+    min_p_combination,
     permutation_pvalue,
     tail_pvalue,
 )
@@ -61,10 +62,12 @@ def test_the_tail_p_value_follows_a_known_survival_function() -> None:
     assert np.all(np.abs(np.median(errors, axis=0)) <= 1.0)
 
 
-def test_the_tail_p_values_of_the_ksg_rank_null_are_not_anti_conservative() -> None:
+@pytest.mark.parametrize("column", [0, 1], ids=["ksg", "linear"])
+def test_the_tail_p_values_of_the_rank_nulls_are_not_anti_conservative(column: int) -> None:
     # the shared null of mi_matrix at n = 300, B = 999, and 2000 fresh statistics of the same null
-    null = np.concatenate([shared_null_block(300, [20], 0, block, 100) for block in range(10)])[:999]
-    fresh = np.concatenate([shared_null_block(300, [20], 1, block, 100) for block in range(20)])
+    nulls = np.concatenate([shared_null_block(300, [20], 0, block, 100) for block in range(10)])[:999]
+    fresh_rows = np.concatenate([shared_null_block(300, [20], 1, block, 100) for block in range(20)])
+    null, fresh = nulls[:, column], fresh_rows[:, column]
     pvalues, methods = zip(*(tail_pvalue(value, null) for value in fresh), strict=True)
     pvalues = np.array(pvalues)
     assert "gpd" in methods and pvalues.min() > 0
@@ -158,9 +161,19 @@ def test_bh_finds_the_planted_pairs_with_tail_p_values_and_tail_none_is_the_old_
     assert "generalized Pareto" in tailed.method and any("x0 ~ x1" in note for note in tailed.notes)
     assert "GPD tail" in str(tailed)
     # tail="none": the permutation p-values, every number as before the tail existed
-    for name in ("statistic", "ci_low", "ci_high", "null_values", "shared_pairs"):
+    for name in (
+        "statistic",
+        "ci_low",
+        "ci_high",
+        "null_values",
+        "linear_null_values",
+        "linear",
+        "shared_pairs",
+    ):
         np.testing.assert_array_equal(getattr(plain, name), getattr(tailed, name), err_msg=name)
-    expected = [permutation_pvalue(value, plain.null_values) for value in plain.statistic[upper]]
+    null_rows = np.column_stack([plain.null_values, plain.linear_null_values])
+    expected = [min_p_combination(np.array(observed), null_rows)[0]
+                for observed in zip(plain.statistic[upper], plain.linear[upper], strict=True)]  # fmt: skip
     np.testing.assert_array_equal(plain.pvalue[upper], expected)
     np.testing.assert_array_equal(plain.qvalue[upper], benjamini_hochberg(expected))
     same = ~tailed.tail_pairs[upper]
