@@ -898,7 +898,7 @@ def _linear_basis_of_centred(columns: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(basis[:, scales > scales[0] * 1e-10])
 
 
-def min_p_combination(observed: np.ndarray, null: np.ndarray) -> tuple[float, np.ndarray]:
+def min_p_combination(observed: np.ndarray, null: np.ndarray) -> tuple[Any, np.ndarray]:
     """One permutation p-value from J statistics computed on the same permutations (the min-p
     combination, Westfall & Young 1993; Pesarin 2001):
 
@@ -919,7 +919,9 @@ def min_p_combination(observed: np.ndarray, null: np.ndarray) -> tuple[float, np
     statistics is paid for through the permutation distribution of the smallest p, not a
     Bonferroni factor: about the power of the better statistic on each alternative.
 
-    ``observed`` (J,), ``null`` (B, J); returns p and each statistic's own p-value (J,).
+    ``observed`` (J,), ``null`` (B, J); returns p and each statistic's own p-value (J,). With
+    ``observed`` (m, J), m sets of statistics against the same null rows (a matrix's pairs on its
+    shared null): p (m,) and the own p-values (m, J), each row what it would get alone.
 
     Examples
     --------
@@ -928,24 +930,62 @@ def min_p_combination(observed: np.ndarray, null: np.ndarray) -> tuple[float, np
     >>> own.tolist(), p                      # p_1 = 2/4, p_2 = 3/4; the smallest, 2/4, reached by 3 rows
     ([0.5, 0.75], 0.75)
     """
-    values = np.vstack([np.asarray(observed, dtype=float)[None, :], np.asarray(null, dtype=float)])
-    total = len(values)
-    pvalues = np.empty_like(values)
-    for column in range(values.shape[1]):
-        at = values[:, column]
-        lowest = at - EQUAL_TOLERANCE * (1 + np.abs(at))
-        pvalues[:, column] = (total - np.searchsorted(np.sort(at), lowest, "left")) / total
+    rows = np.atleast_2d(np.asarray(observed, dtype=float))
+    null = np.asarray(null, dtype=float).reshape(-1, rows.shape[1])
+    count, width = null.shape
+    total = count + 1
+
+    def lowest(values: np.ndarray) -> np.ndarray:  # values within the tolerance count as reached
+        return values - EQUAL_TOLERANCE * (1 + np.abs(values))
+
+    ordered = np.sort(null, axis=0)
+    own, reaching = np.empty_like(rows), np.empty_like(null)
+    for column in range(width):
+        own[:, column] = (
+            total - np.searchsorted(ordered[:, column], lowest(rows[:, column]), "left")
+        ) / total
+        reaching[:, column] = count - np.searchsorted(ordered[:, column], lowest(null[:, column]), "left")
+    sums = [np.sum(null**power, axis=0) for power in (1, 2, 3)]
+    pvalues = np.empty(len(rows))
+    chunk = max(1, 4_000_000 // max(count * width, 1))
+    for begin in range(0, len(rows), chunk):
+        block = rows[begin : begin + chunk]
+        reached = block[:, None, :] >= lowest(null)[None]  # the row's observed value reaches null value b
+        smallest_null = ((reaching[None] + reached) / total).min(axis=2)
+        smallest = own[begin : begin + chunk].min(axis=1)
+        margin = 1e-12 * smallest[:, None]
+        below = np.count_nonzero(smallest_null < smallest[:, None] - margin, axis=1)
+        tied_rows, tied_nulls = np.nonzero(np.abs(smallest_null - smallest[:, None]) <= margin)
+        tails = _pearson_tails(block, sums, total)
+        at_tie = tails(null[tied_nulls], tied_rows)
+        as_extreme = at_tie <= tails(block, np.arange(len(block)))[tied_rows] * (1 + 1e-9) + 1e-300
+        pvalues[begin : begin + chunk] = (
+            1 + below + np.bincount(tied_rows[as_extreme], minlength=len(block))
+        ) / total
+    if np.ndim(observed) == 1:
+        return float(pvalues[0]), own[0]
+    return pvalues, own
+
+
+def _pearson_tails(block: np.ndarray, sums: list[np.ndarray], total: int) -> Callable[..., np.ndarray]:
+    """For :func:`min_p_combination`'s ties: ``tails(values, rows)`` (k, J) values and the row of
+    ``block`` each belongs to -> min_j of the upper tail of the Pearson type III law with the mean,
+    standard deviation and skewness of column j over the null values and that row's observed one."""
     from scipy import stats
 
-    spread = values.std(axis=0)
-    skew = np.nan_to_num(stats.skew(values, axis=0)) if total > 2 else np.zeros(values.shape[1])
-    tails = stats.pearson3.sf(values, skew, loc=values.mean(axis=0), scale=np.where(spread > 0, spread, 1.0))
-    tail = np.where(spread > 0, tails, 1.0).min(axis=1)
-    smallest = pvalues.min(axis=1)
-    tied = np.abs(smallest - smallest[0]) <= 1e-12 * smallest[0]
-    as_extreme = tail <= tail[0] * (1 + 1e-9) + 1e-300
-    reached = (smallest < smallest[0] - 1e-12 * smallest[0]) | (tied & as_extreme)
-    return float(np.count_nonzero(reached) / total), pvalues[0]
+    mean = (sums[0] + block) / total
+    second = (sums[1] + block**2) / total
+    variance = np.maximum(second - mean**2, 0.0)
+    third = (sums[2] + block**3) / total - 3 * mean * second + 2 * mean**3
+    spread = np.sqrt(variance)
+    skew = np.where(variance > 0, third / np.where(variance > 0, variance, 1.0) ** 1.5, 0.0)
+
+    def tails(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        scale = np.where(spread[rows] > 0, spread[rows], 1.0)
+        upper = stats.pearson3.sf(values, skew[rows], loc=mean[rows], scale=scale)
+        return np.where(spread[rows] > 0, upper, 1.0).min(axis=1, initial=1.0)
+
+    return tails
 
 
 def _atoms_statistic(x: np.ndarray, y: np.ndarray, k: int) -> tuple[Statistic, str]:
