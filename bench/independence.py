@@ -332,19 +332,26 @@ def run_scenario(name: str, args: argparse.Namespace, peers: dict[str, Callable]
     }  # fmt: skip
 
 
-def timing(n: int, permutations: int) -> dict:
-    """One test at n pairs (1 + 1 dimensions, a weak dependence) with ``permutations``."""
+def timing(n: int, permutations: int, peers: bool = True) -> dict:
+    """One test at n pairs (1 + 1 dimensions, a weak dependence) with ``permutations``, mitool's
+    default and its k-NN statistic alone; the peers beside it (hyppo's tests as they run by default;
+    tigramite's CMIknn on 10 shuffles, its time per shuffle times ``permutations`` reported as
+    the estimate for as many)."""
     rng = np.random.default_rng(0)
     x = rng.normal(size=n)
     y = 0.05 * x + rng.normal(size=n)
-    rows = {}
-    for name, z in (("unconditional", None),):
+    start = time.process_time()
+    independence_test(x[:100], y[:100], permutations=9)  # imports and numba's compiled search, once
+    rows: dict = {"warm_up_cpu_seconds": time.process_time() - start}
+    for name, options in (("unconditional", {}), ("knn_only", {"linear": False})):
         start, cpu = time.perf_counter(), time.process_time()
-        result = independence_test(x, y, z, permutations=permutations)
+        result = independence_test(x, y, None, permutations=permutations, **options)
         rows[name] = {
             "seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,
             "pvalue": result.pvalue, "statistic": result.statistic, "summary": str(result),
         }  # fmt: skip
+    if peers:
+        rows["peers"] = _peer_timing(x[:, None], y[:, None], permutations)
     from mitool.estimators.ksg import ksg
 
     start = time.process_time()
@@ -353,6 +360,39 @@ def timing(n: int, permutations: int) -> dict:
     rows["one_fresh_ksg_cpu_seconds"] = (time.process_time() - start) / 5
     return {"n": n, "permutations": permutations, "load_average": os.getloadavg(),
             "threads": os.environ.get("MITOOL_THREADS", "1 (library default)"), **rows}  # fmt: skip
+
+
+def _peer_timing(x: np.ndarray, y: np.ndarray, permutations: int) -> dict:
+    """CPU seconds of the peers on the timing data (see :func:`timing`); absent peers left out."""
+    found: dict = {}
+    try:
+        from hyppo.independence import Dcorr, Hsic
+
+        for name, test in (("hyppo-dcorr", Dcorr()), ("hyppo-hsic", Hsic())):
+            cpu = time.process_time()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                pvalue = test.test(x, y)[1]
+            how = "hyppo's default test (its chi-square approximation at this n)"
+            found[name] = {"cpu_seconds": time.process_time() - cpu, "pvalue": float(pvalue), "how": how}
+    except Exception as error:  # absent, or out of memory (HSIC's n x n kernels)
+        found["hyppo"] = {"error": f"{type(error).__name__}: {str(error)[:200]}"}
+    try:
+        from tigramite.independence_tests.cmiknn import CMIknn
+
+        shuffles = 10
+        cpu = time.process_time()
+        test = CMIknn(sig_samples=shuffles, sig_blocklength=1, workers=1, seed=0)
+        pvalue = test.run_test_raw(x, y, None)[1]
+        spent = time.process_time() - cpu
+        found["tigramite-cmiknn"] = {
+            "cpu_seconds_measured": spent, "shuffles_measured": shuffles, "pvalue": float(pvalue),
+            "cpu_seconds_estimated": spent * (permutations + 1) / (shuffles + 1),
+            "how": f"{shuffles} shuffles timed, the time for {permutations} scaled from them (k = 0.2 n)",
+        }  # fmt: skip
+    except Exception as error:
+        found["tigramite-cmiknn"] = {"error": f"{type(error).__name__}: {str(error)[:200]}"}
+    return found
 
 
 def summary_markdown(folder: Path) -> str:
@@ -384,6 +424,12 @@ def summary_markdown(folder: Path) -> str:
                   f"{row['seconds']:.1f} s wall, {row['cpu_seconds']:.1f} s CPU (load average "
                   f"{data['load_average'][0]:.1f}); one fresh KSG estimate: "
                   f"{data['one_fresh_ksg_cpu_seconds'] * 1000:.0f} ms CPU."]  # fmt: skip
+        if "knn_only" in data:
+            lines[-1] += f" The k-NN statistic alone: {data['knn_only']['cpu_seconds']:.1f} s CPU."
+        for peer, record in data.get("peers", {}).items():
+            seconds = record.get("cpu_seconds", record.get("cpu_seconds_estimated"))
+            shown = f"{seconds:.1f} s CPU ({record['how']})" if seconds is not None else record.get("error")
+            lines.append(f"- {peer}: {shown}")
     return "\n".join(lines) + "\n"
 
 
@@ -413,6 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timing-permutations", type=int, default=1000)
     parser.add_argument("--no-timing", action="store_true")
     parser.add_argument("--timing-only", action="store_true")
+    parser.add_argument("--timing-no-peers", action="store_true", help="time mitool alone")
     parser.add_argument("--summary-only", action="store_true")
     parser.add_argument("--out", default=OUT)
     parser.add_argument("--list", action="store_true")
@@ -448,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
                               for method, record in result["methods"].items())  # fmt: skip
             print(f"{name}: {shown} ({time.perf_counter() - start:.0f} s)", flush=True)
     if args.timing_only or not (args.no_timing or args.summary_only):
-        measured = timing(args.timing_n, args.timing_permutations)
+        measured = timing(args.timing_n, args.timing_permutations, not args.timing_no_peers)
         write_json(str(folder / "timing.json"), measured)
         print(f"timing: {json.dumps(measured['unconditional'])}", flush=True)
     (folder / "summary.md").write_text(summary_markdown(folder))
