@@ -25,8 +25,9 @@ __all__ = ["test_command"]
 @click.option(
     "--estimator", type=click.Choice(estimators.names()), default=None,
     help="The statistic [default: the k-NN estimate for the data: KSG on rank scores, Ross for discrete Y, "
-    "the plug-in for discrete X and Y, Frenzel-Pompe given Z]. One that trains a network retrains for "
-    "every permutation and needs --permutations.",
+    "the plug-in for discrete X and Y, Frenzel-Pompe given Z; the first, second and last with the linear "
+    "statistic beside them (see --linear)]. One that trains a network retrains for every permutation and "
+    "needs --permutations.",
 )  # fmt: skip
 @click.option(
     "--permutations", type=int, default=None,
@@ -45,8 +46,13 @@ __all__ = ["test_command"]
 )  # fmt: skip
 @click.option(
     "--k", type=int, default=None,
-    help="Neighbours of the k-NN statistic (KSG, Ross, Frenzel-Pompe) [default: the estimator's, 5 (Ross: "
-    "3)]; more neighbours give more power against weak, smooth dependence (bench/independence.py --extra-k).",
+    help="Neighbours of the k-NN statistic [default: KSG 20, Ross 3, Frenzel-Pompe 5]; more neighbours give "
+    "more power against weak, smooth dependence (bench/independence.py --extra-k).",
+)  # fmt: skip
+@click.option(
+    "--linear/--no-linear", default=None,
+    help="Add the linear statistic (canonical correlations of rank normal scores) beside a k-NN one and "
+    "combine the two p-values by min-p [default: with the default statistic, not with --estimator].",
 )  # fmt: skip
 @click.option(
     "--z-neighbours", type=int, default=5, show_default=True,
@@ -60,15 +66,16 @@ __all__ = ["test_command"]
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (statistic, pvalue, null, ...).")
 def test_command(
     x: str, y: str, z: str | None, estimator: str | None, permutations: int | None, seed: int, discrete: str,
-    ties: str, k: int | None, z_neighbours: int, per_feature: bool, as_json: bool,
+    ties: str, k: int | None, linear: bool | None, z_neighbours: int, per_feature: bool, as_json: bool,
 ) -> None:  # fmt: skip
     """Test whether X and Y are dependent: a permutation test with the MI estimate as the statistic.
 
     X and Y (and Z of --given) are .npy, .npz (one array) or .csv files, one row per sample, row i
     of X with row i of Y. The statistic is the MI estimate of the data, recomputed on B
     permutations of Y's rows (given a continuous Z: Runge's local permutation of X within
-    Z-neighbourhoods; a discrete Z: X permuted within its groups); the p-value counts the data
-    among them, so it is never 0. Bad input (too few rows, rows that do not pair) is one line and
+    Z-neighbourhoods; a discrete Z: X permuted within its groups), with the linear statistic beside
+    it by default (the p-value their min-p combination); the p-value counts the data among the
+    permutations, so it is never 0. Bad input (too few rows, rows that do not pair) is one line and
     exit code 2.
     """
     from mitool.checks import ParameterError
@@ -102,7 +109,7 @@ def test_command(
     result = independence_test(
         read[0].values, read[1].values, None if z is None else read[2].values, estimator=estimator,
         permutations=permutations, seed=seed, ties=ties, discrete=discrete, z_neighbours=z_neighbours,
-        **settings,
+        linear=linear, **settings,
     )  # fmt: skip
     notes = [*file_notes, *result.notes]
     if as_json:

@@ -404,6 +404,11 @@ def test_the_command_line_json(files: dict[str, Path]) -> None:
     sentence = CliRunner().invoke(main, ["test", str(files["x1"]), str(files["y"]), "--permutations", "49",
                                          "--k", "8"])  # fmt: skip
     assert sentence.exit_code == 0 and sentence.stdout.startswith("I(X; Y) = ") and "k = 8" in sentence.stdout
+    assert [part["name"] for part in report["components"]] == ["ksg", "linear"]
+    alone = CliRunner().invoke(main, ["test", str(files["x"]), str(files["y"]), "--permutations", "49",
+                                      "--no-linear", "--json"])  # fmt: skip
+    report_alone = json.loads(alone.stdout)
+    assert report_alone["components"] == [] and report_alone["pvalue"] == report["components"][0]["pvalue"]
 
 
 def test_the_command_line_per_feature_names_the_columns(files: dict[str, Path]) -> None:
