@@ -906,18 +906,20 @@ def min_p_combination(observed: np.ndarray, null: np.ndarray) -> tuple[Any, np.n
         m_b    = min_j p_j(T_j,b)
         p      = #{b in 0..B : m_b < m_0, or m_b = m_0 and t_b <= t_0} / (B + 1)
 
-    with t_b = min_j S_j(T_j,b) breaking the ties of m: S_j the upper tail of a Pearson type III law
-    (a gamma of any sign of skew, the normal at none) with the mean, standard deviation and skewness
-    of column j over the B + 1 rows. Without it, a statistic at the top of its null and the other
-    statistic's top on some permutation give p = 2 / (B + 1) (a noisy circle: KSG 20 standard
+    with t_b = min_j S_j,b(T_j,b) breaking the ties of m: S_j,b the upper tail of a Pearson type
+    III law (a gamma of any sign of skew, the normal at none) with the mean, standard deviation and
+    skewness of column j over the B rows other than b (leaving b out keeps a far statistic from
+    inflating the moments it is judged by). Without it, a statistic at the top of its null and the
+    other statistic's top on some permutation give p = 2 / (B + 1) (a noisy circle: KSG 20 standard
     deviations above its null, the linear statistic's largest permutation 3); with plain standard
     deviations instead of the tail, the skewed null of the linear statistic (about chi-square with
-    dx dy degrees of freedom, over 2n) would win such ties. Under H0 the B + 1 rows (T_1,b .. T_J,b) are
-    exchangeable and the order of (m_b, t_b) is a symmetric function of them, so the data's row is
-    as likely to hold any rank and p is a valid p-value, as the single statistic's (1 + #{T_b >= T})
-    / (B + 1), to which it reduces for J = 1; never 0, at least 1 / (B + 1). Looking at J
-    statistics is paid for through the permutation distribution of the smallest p, not a
-    Bonferroni factor: about the power of the better statistic on each alternative.
+    dx dy degrees of freedom, over 2n) would win such ties. Under H0 the B + 1 rows (T_1,b ..
+    T_J,b) are exchangeable and (m_b, t_b) is the same function of row b and the others for every
+    b, so the data's row is as likely to hold any rank and p is a valid p-value, as the single
+    statistic's (1 + #{T_b >= T}) / (B + 1), to which it reduces for J = 1; never 0, at least
+    1 / (B + 1). Looking at J statistics is paid for through the permutation distribution of the
+    smallest p, not a Bonferroni factor: about the power of the better statistic on each
+    alternative.
 
     ``observed`` (J,), ``null`` (B, J); returns p and each statistic's own p-value (J,). With
     ``observed`` (m, J), m sets of statistics against the same null rows (a matrix's pairs on its
@@ -956,9 +958,11 @@ def min_p_combination(observed: np.ndarray, null: np.ndarray) -> tuple[Any, np.n
         margin = 1e-12 * smallest[:, None]
         below = np.count_nonzero(smallest_null < smallest[:, None] - margin, axis=1)
         tied_rows, tied_nulls = np.nonzero(np.abs(smallest_null - smallest[:, None]) <= margin)
-        tails = _pearson_tails(block, sums, total)
-        at_tie = tails(null[tied_nulls], tied_rows)
-        as_extreme = at_tie <= tails(block, np.arange(len(block)))[tied_rows] * (1 + 1e-9) + 1e-300
+        at_data = _pearson_tail(block, *sums, count)  # each row against the null alone
+        tied, swapped = null[tied_nulls], block[tied_rows]  # a null row against the others and the data
+        others = [sums[power - 1] - tied**power + swapped**power for power in (1, 2, 3)]
+        at_tie = _pearson_tail(tied, *others, count)
+        as_extreme = at_tie <= at_data[tied_rows] * (1 + 1e-9) + 1e-300
         pvalues[begin : begin + chunk] = (
             1 + below + np.bincount(tied_rows[as_extreme], minlength=len(block))
         ) / total
@@ -967,25 +971,21 @@ def min_p_combination(observed: np.ndarray, null: np.ndarray) -> tuple[Any, np.n
     return pvalues, own
 
 
-def _pearson_tails(block: np.ndarray, sums: list[np.ndarray], total: int) -> Callable[..., np.ndarray]:
-    """For :func:`min_p_combination`'s ties: ``tails(values, rows)`` (k, J) values and the row of
-    ``block`` each belongs to -> min_j of the upper tail of the Pearson type III law with the mean,
-    standard deviation and skewness of column j over the null values and that row's observed one."""
+def _pearson_tail(values: np.ndarray, first: np.ndarray, second: np.ndarray, third: np.ndarray,
+                  count: int) -> np.ndarray:  # fmt: skip
+    """For :func:`min_p_combination`'s ties: min_j of the upper tail at values[:, j] of the Pearson
+    type III law with the mean, standard deviation and skewness of the ``count`` values whose sums
+    of powers 1, 2, 3 are ``first``, ``second``, ``third`` (per value, per column)."""
     from scipy import stats
 
-    mean = (sums[0] + block) / total
-    second = (sums[1] + block**2) / total
-    variance = np.maximum(second - mean**2, 0.0)
-    third = (sums[2] + block**3) / total - 3 * mean * second + 2 * mean**3
+    mean, raw_second = first / count, second / count
+    variance = np.maximum(raw_second - mean**2, 0.0)
+    central_third = third / count - 3 * mean * raw_second + 2 * mean**3
     spread = np.sqrt(variance)
-    skew = np.where(variance > 0, third / np.where(variance > 0, variance, 1.0) ** 1.5, 0.0)
-
-    def tails(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        scale = np.where(spread[rows] > 0, spread[rows], 1.0)
-        upper = stats.pearson3.sf(values, skew[rows], loc=mean[rows], scale=scale)
-        return np.where(spread[rows] > 0, upper, 1.0).min(axis=1, initial=1.0)
-
-    return tails
+    positive = spread > 1e-300
+    skew = np.where(positive, central_third / np.where(positive, variance, 1.0) ** 1.5, 0.0)
+    upper = stats.pearson3.sf(values, skew, loc=mean, scale=np.where(positive, spread, 1.0))
+    return np.where(positive, upper, 1.0).min(axis=1, initial=1.0)
 
 
 def _atoms_statistic(x: np.ndarray, y: np.ndarray, k: int) -> tuple[Statistic, str]:
