@@ -134,10 +134,17 @@ def _search(u, v, k_max, cells):  # pragma: no cover - compiled
     return kept
 
 
+def _jit(function):  # pragma: no cover - depends on numba and the file system
+    """Compiled by numba, the machine code cached beside the module (or in the user's cache)
+    where a cache folder is writable; compiled afresh in each process where none is."""
+    try:
+        return numba.njit(cache=True, nogil=True)(function)
+    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+        return numba.njit(nogil=True)(function)
+
+
 if AVAILABLE:
-    _edges = numba.njit(cache=True, nogil=True)(_edges)
-    _cell = numba.njit(cache=True, nogil=True)(_cell)
-    _compiled = numba.njit(cache=True, nogil=True)(_search)
+    _edges, _cell, _compiled = _jit(_edges), _jit(_cell), _jit(_search)
 
 
 def kth_distances_plane(points: np.ndarray, ks: Sequence[int]) -> np.ndarray:
