@@ -46,7 +46,7 @@ __all__ = ["test_command"]
 )  # fmt: skip
 @click.option(
     "--k", type=int, default=None,
-    help="Neighbours of the k-NN statistic [default: KSG 20, Ross 3, Frenzel-Pompe 5]; more neighbours give "
+    help="Neighbours of the k-NN statistic [default: KSG 20, Ross 20, Frenzel-Pompe 5]; more neighbours give "
     "more power against weak, smooth dependence (bench/independence.py --extra-k).",
 )  # fmt: skip
 @click.option(
