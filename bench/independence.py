@@ -274,6 +274,8 @@ def run_scenario(name: str, args: argparse.Namespace, peers: dict[str, Callable]
     variants: dict[str, dict] = {"mitool": {}, **{f"mitool-k{k}": {"k": k} for k in args.extra_k}}
     if args.knn_only:
         variants["mitool-knn"] = {"linear": False}
+    if args.peers_only:
+        variants = {}
     methods: dict[str, dict] = {name: {"pvalues": [], "seconds": [], "cpu_seconds": []} for name in variants}
     estimator = ""
     for replicate in range(args.replicates):
@@ -438,6 +440,7 @@ def compact_markdown(folder: Path, alpha: str = "0.05") -> str:
     alternatives (the power at ``alpha`` side by side, the best peer, and mitool less it)."""
     data = [json.loads(path.read_text()) for name in SCENARIOS for path in [folder / f"{name}.json"]
             if path.exists()]  # fmt: skip
+    data = [record for record in data if "mitool" in record["methods"]]  # not a peers-only run
     methods = ["mitool", "mitool-knn", "hyppo-hsic", "hyppo-dcorr", "tigramite-cmiknn"]
     lines = ["| null | n | replicates | " + " | ".join(methods) + " |",
              "| --- | ---: | ---: |" + " ---: |" * len(methods)]  # fmt: skip
@@ -481,6 +484,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--knn-only", action="store_true", help="also mitool's k-NN statistic alone (linear=False)"
+    )
+    parser.add_argument(
+        "--peers-only", action="store_true", help="the peers alone (beside a mitool run, same seeds)"
     )
     parser.add_argument(
         "--peer-replicates", type=int, default=None, help="peers on the first N replicates only"

@@ -40,11 +40,12 @@ as equal (the same statistic up to rounding, as on a permuted table with the sam
 
 **Speed.** What does not change under the permutations is computed once: the KSG statistic keeps
 X's and Y's rank scores, their sorted values (one coordinate) or k-d trees (more), and a table of
-the digamma function; each permutation redoes only the joint neighbour search (scipy's k-d tree,
-three quarters of the time) and the marginal counts, n log n each. At n = 10 000 a permutation
-costs 17.5 ms of CPU on this project's 2-core machine, idle (the tree's query 12 ms of it), where
-a fresh KSG estimate costs 31 ms: 1000 permutations take 17.6 s (``bench/independence.py
---timing-only``). Fixed points of several coordinates (a 5-D X) are counted from their sorted
+the digamma function; each permutation redoes only the joint neighbour search (in the plane with
+numba, :mod:`mitool.estimators.grid`; else scipy's k-d tree) and the marginal counts, n log n
+each. At n = 10 000 a permutation costs about 15 ms of CPU on this project's 2-core machine, idle
+(the search 10.7 ms, the counts 3.6 ms), where a fresh KSG estimate costs 25 ms: 1000 permutations
+with the linear statistic beside take 16.2 s (``bench/independence.py --timing-only
+--timing-no-peers``). Fixed points of several coordinates (a 5-D X) are counted from their sorted
 distance table, 20 times faster than by the tree's ball queries.
 
 **Conditional tests**, H0: X independent of Y given Z. Permuting all of X would break its
@@ -670,8 +671,8 @@ def _kth_neighbour_distances(points: np.ndarray, ks: Sequence[int]) -> np.ndarra
     """(n, len(ks)): the max-norm distance from each point to its k-th nearest other point. The
     tree is built by sliding midpoints, without shrinking the nodes: half the building time of the
     default, and the same distances (they do not depend on the tree's shape). In the plane, with
-    numba installed, :func:`mitool.estimators.grid.kth_distances_plane`: the same distances, 4
-    times faster at n = 10 000."""
+    numba installed, :func:`mitool.estimators.grid.kth_distances_plane`: the same distances for
+    2.5 times less CPU at n = 10 000."""
     from mitool.estimators import grid
 
     if points.shape[1] == 2 and grid.AVAILABLE:
