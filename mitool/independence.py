@@ -106,6 +106,7 @@ __all__ = [
     "NullSummary",
     "TailFit",
     "benjamini_hochberg",
+    "bonferroni_tails",
     "feature_mi",
     "feature_scores",
     "fit_tail",
@@ -557,6 +558,24 @@ def _tail(observed: float, null: np.ndarray, exceedances: int) -> tuple[float, s
     if fitted is None:
         return float(permutation), "permutation-no-fit", None
     return fitted.pvalue(observed), "gpd", fitted
+
+
+def bonferroni_tails(
+    observed: Sequence[float], null_rows: np.ndarray, fits: Sequence[TailFit | None]
+) -> tuple[float, bool]:
+    """Beyond the permutations of a combined test (fewer than :data:`TAIL_REACHED` null rows as
+    extreme as the data in the min-p order): p = min(1, J min_j p_j), p_j statistic j's
+    :func:`tail_pvalue` from its fitted tail ``fits[j]`` (its permutation p-value where 10 or more
+    of its null values reach it, or where it has no fit). Returns p and whether a tail gave it."""
+    each, tailed = [], False
+    for column, (value, fitted) in enumerate(zip(observed, fits, strict=True)):
+        values = null_rows[:, column]
+        if fitted is None or _reached(value, values) >= TAIL_REACHED or not math.isfinite(value):
+            each.append(permutation_pvalue(value, values))
+        else:
+            each.append(fitted.pvalue(value))
+            tailed = True
+    return min(1.0, len(each) * min(each)), tailed
 
 
 # --- the statistics, with what the permutations leave fixed computed once --------------------------
@@ -1368,6 +1387,35 @@ def _tail_sentence(used: str, fitted: TailFit | None) -> str:
     return f"At least {TAIL_REACHED} null values reach the statistic: p is the permutation p-value."
 
 
+def _combined_tail(pvalue: float, components: tuple[Component, ...], count: int) -> tuple[float, str]:
+    """``tail="gpd"`` for a combined test: where fewer than :data:`TAIL_REACHED` null rows reach
+    the data in the min-p order, :func:`bonferroni_tails` of the statistics' tails; else the min-p
+    p-value. Returns p and what was done (:data:`TAIL_METHODS`)."""
+    if round(pvalue * (count + 1)) - 1 >= TAIL_REACHED:
+        return pvalue, "permutation"
+    null_rows = np.column_stack([part.null_values for part in components])
+    fits = [fit_tail(null_rows[:, column], exceedances=TAIL_EXCEEDANCES) for column in range(len(components))]
+    if all(fitted is None for fitted in fits):
+        return pvalue, "permutation-no-fit"
+    tailed, used_tail = bonferroni_tails([part.statistic for part in components], null_rows, fits)
+    return tailed, "gpd" if used_tail else "permutation"
+
+
+def _combined_tail_sentence(used: str) -> str:
+    """What ``tail="gpd"`` did to a combined test, in a sentence for the method."""
+    if used == "gpd":
+        return (f"Fewer than {TAIL_REACHED} permutations reach the data in the min-p order, so p is twice "
+                "the smaller of the two statistics' p-values from generalized Pareto tails fitted to their "
+                "nulls (each its permutation p-value where 10 or more of its null values reach it; "
+                "Bonferroni; bonferroni_tails).")  # fmt: skip
+    if used == "permutation-no-fit":
+        return (
+            f"Fewer than {TAIL_REACHED} permutations reach the data, but no generalized Pareto tail "
+            "fitted either statistic's null: p is the min-p permutation p-value, not extrapolated."
+        )
+    return f"At least {TAIL_REACHED} permutations reach the data: p is the min-p permutation p-value."
+
+
 def _exact_outcome(prepared: Prepared, count: int, conditional: bool) -> _Outcome:
     """A constant side: the statistic is 0 on the data and on every permutation, so p = 1."""
     side = "X" if any("x is constant" in note for note in prepared.exact.notes) else "Y"
@@ -1411,16 +1459,12 @@ def _test(
         )  # fmt: skip
         components = (Component(outcome.estimator, outcome.observed, float(own[0]), outcome.null),
                       Component("linear", companion.observed, float(own[1]), companion.null))  # fmt: skip
-    if tail == "gpd" and not exact:
+    if tail == "gpd" and not exact and outcome.companion is None:
         pvalue, used, fitted = _tail(outcome.observed, outcome.null, TAIL_EXCEEDANCES)
         method += " " + _tail_sentence(used, fitted)
-        if outcome.companion is not None:
-            linear_p, linear_used, _ = _tail(outcome.companion.observed, outcome.companion.null,
-                                             TAIL_EXCEEDANCES)  # fmt: skip
-            pvalue = min(1.0, 2 * min(pvalue, linear_p))
-            used = "gpd" if "gpd" in (used, linear_used) else used
-            method += (" With the linear statistic beside it, p is twice the smaller of the two statistics' "
-                       "p-values so found (Bonferroni), not their min-p combination.")  # fmt: skip
+    elif tail == "gpd" and not exact:
+        pvalue, used = _combined_tail(pvalue, components, count)
+        method += " " + _combined_tail_sentence(used)
     result = IndependenceTest(
         statistic=float(outcome.observed), pvalue=pvalue,
         permutations=0 if exact else count, null=NullSummary.of(outcome.null), method=method,

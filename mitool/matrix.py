@@ -109,11 +109,11 @@ from mitool.independence import (
     _permutation_count,
     _test,
     benjamini_hochberg,
+    bonferroni_tails,
     fit_tail,
     ksg_statistic,
     linear_statistic,
     min_p_combination,
-    permutation_pvalue,
 )
 
 __all__ = [
@@ -927,8 +927,10 @@ def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[sl
     notes.extend(_tail_notes(names, pairs, tailed, unfitted, count))
     notes.extend(_resolution_notes(per_pair["pvalue"], per_pair["qvalue"], count, ~tailed))
     method = (f"Each pair of columns a < b by independence_test (column a as X, b as Y; the pair's seed "
-              f"pair_seed(seed, a, b)); p = (1 + #{{null >= observed}}) / (1 + {count}), never 0, at least "
-              f"1/{count + 1}; q: Benjamini-Hochberg over the {len(pairs)} pairs.")  # fmt: skip
+              f"pair_seed(seed, a, b)); p = (1 + #{{null >= observed}}) / (1 + {count}) (for a KSG or Ross "
+              "statistic, its min-p combination with the linear statistic, as independence_test makes it), "
+              f"never 0, at least 1/{count + 1}; q: Benjamini-Hochberg over the {len(pairs)} "
+              "pairs.")  # fmt: skip
     if shared.any():
         method += (f" {int(shared.sum())} pair(s) of tie-free numeric columns share one null: KSG (k = "
                    f"{job.ks[0]}) and the linear statistic on rank scores are distribution-free under "
@@ -976,9 +978,7 @@ def _tail_pvalues(per_pair: dict[str, np.ndarray], shared: np.ndarray, null_rows
         return np.zeros_like(far), None, far
     for row in np.flatnonzero(far):
         observed = (statistic[row], per_pair["linear"][row])
-        each = [fit.pvalue(value) if fit is not None else permutation_pvalue(value, null_rows[:, column])
-                for column, (fit, value) in enumerate(zip(fits, observed, strict=True))]  # fmt: skip
-        per_pair["pvalue"][row] = min(1.0, 2 * min(each))
+        per_pair["pvalue"][row] = bonferroni_tails(observed, null_rows, fits)[0]
     return far, fits[0], np.zeros_like(far)
 
 

@@ -123,6 +123,11 @@ def test_independence_test_offers_the_tail_and_keeps_its_p_value_by_default() ->
     assert tailed.as_dict()["tail"] == "gpd"
     with pytest.raises(ParameterError, match="tail"):
         mitool.independence_test(x, y, tail="normal")
+    # where 10 or more permutations reach the data in the min-p order, the tail leaves the min-p p-value
+    weak = rng.normal(size=300)
+    resolved = mitool.independence_test(x, weak, tail="gpd")
+    assert resolved.pvalue == mitool.independence_test(x, weak).pvalue > 11 / 1000
+    assert resolved.tail == "permutation"
 
 
 def planted(
