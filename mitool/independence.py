@@ -257,7 +257,11 @@ class IndependenceTest:
         if self.components:
             statistics = " and ".join(f"{part.name} p = {part.pvalue:.3g}" for part in self.components)
             statistics = f"min-p of {statistics}"
-        return (f"{quantity} = {self.statistic:.4f} nats, p = {self.pvalue:.3g} ({self.permutations} "
+        value = f"{quantity} = {self.statistic:.4f} nats"
+        if self.statistic < 0:  # an estimate's bias below 0, not a negative MI
+            value = (f"{quantity}: {self.estimator}'s estimate {self.statistic:.4f} nats is below 0 (its "
+                     "bias where the MI is small; an MI is never negative)")  # fmt: skip
+        return (f"{value}, p = {self.pvalue:.3g} ({self.permutations} "
                 f"{self.scheme}, {statistics}; {self.estimator}'s null 95% quantile {self.null.q95:.4f} nats"
                 f"{floor}).")  # fmt: skip
 
@@ -774,6 +778,18 @@ def ksg_statistic(
     by_x = side_x.order
     x_sorted = np.ascontiguousarray(side_x.scores[by_x])
     count_x, count_y, y_scores = side_x.count, side_y.count, side_y.scores
+    from mitool.estimators import grid
+
+    if dims == 2 and grid.AVAILABLE:  # the search and the counts compiled: the same numbers
+        plane = grid.PlaneKSG(x_sorted[:, 0], y_scores[:, 0], ks, psi)
+
+        def compiled(order: np.ndarray) -> float:
+            terms = plane.terms(np.asarray(order)[by_x])
+            return float(
+                np.mean([constant - np.mean(terms[:, column]) for column, constant in enumerate(constants)])
+            )
+
+        return compiled
 
     def statistic(order: np.ndarray) -> float:
         y_rows = np.asarray(order)[by_x]

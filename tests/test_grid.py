@@ -40,12 +40,47 @@ def test_the_grid_gives_the_trees_distances(n: int, ks: list[int]) -> None:
         np.testing.assert_array_equal(found, tree_distances(points, ks), err_msg=name)
 
 
-def test_the_ksg_statistic_is_the_same_with_and_without_the_grid(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("normalise", ["rank", "standard"])
+@pytest.mark.parametrize(("k", "k_max"), [(20, 0), (3, 6)])
+def test_the_ksg_statistic_is_the_same_with_and_without_the_grid(
+    monkeypatch: pytest.MonkeyPatch, normalise: str, k: int, k_max: int
+) -> None:
+    """The compiled search and counts (grid.PlaneKSG) against the k-d tree and numpy's sorted
+    searches, to the bit: the same distances, the same counts, the same mean in the same order; on
+    standardised values the heavy tails and ties reach the counts' galloping search."""
     rng = np.random.default_rng(3)
-    x = rng.normal(size=(1500, 1))
-    y = x**2 + rng.normal(size=(1500, 1))
-    orders = [np.arange(1500), rng.permutation(1500)]
-    with_grid = [ksg_statistic(x, y, 20)(order) for order in orders]
-    monkeypatch.setattr(grid, "AVAILABLE", False)
-    without = [ksg_statistic(x, y, 20)(order) for order in orders]
-    assert with_grid == without
+    n = 1500
+    x = rng.normal(size=(n, 1))
+    data = {
+        "dependent": (x, x**2 + rng.normal(size=(n, 1))),
+        "ties": (np.round(x, 1), np.round(rng.normal(size=(n, 1)), 1)),
+        "heavy tails": (rng.standard_cauchy(size=(n, 1)), rng.standard_cauchy(size=(n, 1))),
+        "one value repeated": (np.r_[np.zeros((n - 40, 1)), x[:40]], x),
+    }
+    orders = [np.arange(n), rng.permutation(n), rng.permutation(n)]
+    for name, (a, b) in data.items():
+        with_grid = [ksg_statistic(a, b, k, k_max, normalise)(order) for order in orders]
+        with monkeypatch.context() as patch:
+            patch.setattr(grid, "AVAILABLE", False)
+            without = [ksg_statistic(a, b, k, k_max, normalise)(order) for order in orders]
+        assert with_grid == without, name
+
+
+def test_the_counts_match_sorted_searches_where_the_table_guesses_badly() -> None:
+    """The per-point terms psi(n_x + 1) + psi(n_y + 1) against a plain count of every pair, on
+    values the count table serves worst: one huge outlier (every other value in its first bucket)
+    and long runs of equal values."""
+    rng = np.random.default_rng(5)
+    n = 400
+    x = np.sort(np.r_[np.round(rng.normal(size=n - 1), 1), 1e9])
+    y = np.round(rng.normal(size=n), 1)
+    psi = np.arange(n + 2, dtype=np.float64)  # psi(m) = m: the terms are the counts themselves
+    rows = rng.permutation(n)
+    terms = grid.PlaneKSG(x, y, [4], psi).terms(rows)[:, 0]
+    points = np.c_[x, y[rows]]
+    kth = tree_distances(points, [4])[:, 0]
+    reach = np.maximum(np.nextafter(kth, 0.0), 0.0)
+    plain = [
+        np.sum(np.abs(x - x[i]) <= reach[i]) + np.sum(np.abs(y - y[rows][i]) <= reach[i]) for i in range(n)
+    ]
+    np.testing.assert_array_equal(terms, plain)

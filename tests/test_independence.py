@@ -261,6 +261,20 @@ def test_the_seed_controls_everything() -> None:
 # --- conditional tests ---------------------------------------------------------------------------------
 
 
+def test_a_statistic_below_zero_is_not_printed_as_a_negative_mi() -> None:
+    """KSG's estimate falls below 0 on about half of independent data sets (its bias); the
+    sentence says so instead of printing a negative MI, and the p-value is unaffected."""
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        result = mitool.independence_test(rng.normal(size=200), rng.normal(size=200), permutations=19)
+        if result.statistic < 0:
+            break
+    assert result.statistic < 0
+    text = str(result)
+    assert f"= {result.statistic:.4f}" not in text
+    assert "is below 0" in text and "never negative" in text
+
+
 def test_local_permutation_draws_among_the_neighbours_without_repeats_where_possible() -> None:
     rng = np.random.default_rng(7)
     z = rng.normal(size=(300, 1))
