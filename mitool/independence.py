@@ -40,11 +40,12 @@ as equal (the same statistic up to rounding, as on a permuted table with the sam
 
 **Speed.** What does not change under the permutations is computed once: the KSG statistic keeps
 X's and Y's rank scores, their sorted values (one coordinate) or k-d trees (more), and a table of
-the digamma function; each permutation redoes only the joint neighbour search (in the plane with
-numba, :mod:`mitool.estimators.grid`; else scipy's k-d tree) and the marginal counts, n log n
-each. At n = 10 000 a permutation costs about 15 ms of CPU on this project's 2-core machine, idle
-(the search 10.7 ms, the counts 3.6 ms), where a fresh KSG estimate costs 25 ms: 1000 permutations
-with the linear statistic beside take 16.2 s (``bench/independence.py --timing-only
+the digamma function; each permutation redoes only the joint neighbour search and the marginal
+counts (in the plane with numba, both compiled in one pass,
+:class:`mitool.estimators.grid.PlaneKSG`; else scipy's k-d tree and numpy's sorted searches, the
+same numbers). At n = 10 000 a permutation costs about 8 ms of CPU on this project's 2-core
+machine, idle (about 33 ms with the tree and numpy), where a fresh KSG estimate costs 30 ms: 1000
+permutations with the linear statistic beside take 8.4 s (``bench/independence.py --timing-only
 --timing-no-peers``). Fixed points of several coordinates (a 5-D X) are counted from their sorted
 distance table, 20 times faster than by the tree's ball queries.
 

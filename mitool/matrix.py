@@ -29,9 +29,9 @@ permutations, made once, serves all of them, and each p-value, the min-p combina
 statistic p = (1 + #{b : T_b >= T_ab}) / (1 + B)), is exactly as valid as the pair's own
 permutation test (Phipson & Smyth 2010): the null rows are draws from the pair's own permutation
 distribution, independent of its data. The cost is B statistics in all instead of B
-per pair: 200 columns (19 900 pairs) of 1000 rows take 42 s on this project's 2-core machine with
+per pair: 200 columns (19 900 pairs) of 1000 rows take 30 s on this project's 2-core machine with
 2 workers and numba (``python bench/matrix_planted.py --columns 200 --rows 1000 --planted 20 --rho
-0.3 --workers 2``; 106 s before the compiled neighbour search), where B = 999 permutations per pair
+0.3 --workers 2``; 106 s before the compiled neighbour search and counts), where B = 999 permutations per pair
 would cost about 17 CPU hours. The p-values of different pairs share
 the null draws, so they are positively dependent, which the Benjamini-Hochberg procedure allows
 (Benjamini & Yekutieli 2001, positive regression dependence). Calibration, measured on 4350
