@@ -103,6 +103,15 @@ class Interruption:
             signal.signal(number, handler)
         self._previous = {}
 
+    def raise_if_received(self) -> None:
+        """Stop here if a signal came: :class:`Terminated` for SIGTERM, KeyboardInterrupt for SIGINT;
+        for loops that stop between steps rather than inside one (a signal raised inside
+        ``torch.func.vmap`` leaves torch's transform stack half unwound)."""
+        if self.received == "SIGTERM":
+            raise Terminated
+        if self.received is not None:
+            raise KeyboardInterrupt
+
     def _note(self, number: int, frame: object) -> None:
         if self.received is not None:
             self.__exit__()

@@ -160,6 +160,25 @@ def _tmpfs(where: Path, options: str):
 
 
 @pytest.mark.skipif(not _can_mount(), reason="mounting a small tmpfs needs root on Linux (CI runs as root)")
+@pytest.mark.parametrize(("number", "raised"), [("SIGTERM", "Terminated"), ("SIGINT", "KeyboardInterrupt")])
+def test_a_signal_inside_a_step_stops_the_loop_after_it(number: str, raised: str) -> None:
+    """Interruption.raise_if_received (the toy's vmapped loop): a real signal in the middle of a step
+    lets the step finish, then stops with the signal's exception."""
+    import os
+    import signal
+
+    from mitool.processes import Interruption
+
+    finished = []
+    with pytest.raises(KeyboardInterrupt) as stopped, Interruption() as interruption:
+        for step in range(3):
+            if step == 1:
+                os.kill(os.getpid(), getattr(signal, number))
+            finished.append(step)
+            interruption.raise_if_received()
+    assert finished == [0, 1] and type(stopped.value).__name__ == raised
+
+
 def test_a_full_disk_is_one_line_exit_1(tmp_path) -> None:
     with _tmpfs(tmp_path / "small", "size=96k") as small:
         result = _mitool(*COMMANDS["toy sweep"], "--out", str(small / "out"))

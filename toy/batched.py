@@ -42,6 +42,7 @@ from torch.func import vmap
 
 from mitool import bounds, critics, tasks
 from mitool.files import atomic_write_bytes
+from mitool.processes import Interruption
 from mitool.stacked import StackedCritics
 from mitool.toy.config import RunSpec, ToySettings
 
@@ -350,28 +351,31 @@ def train_vectorised(
     grad_norms = torch.full(shape, float("nan"), dtype=torch.float64, device=group.device)
     start = time.perf_counter()
     first, last_check = _restored_stage(stages, group, estimates, grad_norms) if stages else (0, 0)
-    for step in range(first, settings.total_steps):
-        x, y, marginal = group.draw(stage_tasks[step // settings.steps_per_stage], settings.batch_size, pool)
-        loss, mi = group.losses(*group.stack.scores(x, y, marginal))
-        group.optimiser.zero_grad(set_to_none=True)
-        loss.backward()
-        estimates[group.alive_index, step] = mi.double()
-        grad_norms[group.alive_index, step] = group.stack.grad_norms().double()
-        # Runs are independent rows: a diverged run's NaN gradient touches only its own weights,
-        # so the step is taken for all rows and diverged runs leave the model afterwards.
-        group.optimiser.step()
-        if progress is not None and (step + 1) % 50 == 0:  # the mean of the last 50 steps' estimates
-            progress(step + 1, float(estimates[group.alive_index, step - 49 : step + 1].nanmean()))
-        if (step + 1) % check_every == 0 or step + 1 == settings.total_steps:
-            window = estimates[group.alive_index, last_check : step + 1]
-            last_check = step + 1
-            bad = ~(window.abs() <= settings.divergence_threshold).all(dim=1)  # NaN is bad too
-            if bool(bad.any()):
-                group.drop({int(row) for row in torch.nonzero(bad).flatten()})
-                if not group.alive:
-                    break
-        if stages and (step + 1) % settings.steps_per_stage == 0 and step + 1 < settings.total_steps:
-            _save_stage(stages, group, step + 1, last_check, estimates, grad_norms)
+    with Interruption() as interruption:  # a signal stops the loop between steps, never inside vmap
+        for step in range(first, settings.total_steps):
+            task = stage_tasks[step // settings.steps_per_stage]
+            x, y, marginal = group.draw(task, settings.batch_size, pool)
+            loss, mi = group.losses(*group.stack.scores(x, y, marginal))
+            group.optimiser.zero_grad(set_to_none=True)
+            loss.backward()
+            estimates[group.alive_index, step] = mi.double()
+            grad_norms[group.alive_index, step] = group.stack.grad_norms().double()
+            # Runs are independent rows: a diverged run's NaN gradient touches only its own weights,
+            # so the step is taken for all rows and diverged runs leave the model afterwards.
+            group.optimiser.step()
+            if progress is not None and (step + 1) % 50 == 0:  # the mean of the last 50 steps' estimates
+                progress(step + 1, float(estimates[group.alive_index, step - 49 : step + 1].nanmean()))
+            if (step + 1) % check_every == 0 or step + 1 == settings.total_steps:
+                window = estimates[group.alive_index, last_check : step + 1]
+                last_check = step + 1
+                bad = ~(window.abs() <= settings.divergence_threshold).all(dim=1)  # NaN is bad too
+                if bool(bad.any()):
+                    group.drop({int(row) for row in torch.nonzero(bad).flatten()})
+                    if not group.alive:
+                        break
+            if stages and (step + 1) % settings.steps_per_stage == 0 and step + 1 < settings.total_steps:
+                _save_stage(stages, group, step + 1, last_check, estimates, grad_norms)
+            interruption.raise_if_received()
     seconds = time.perf_counter() - start
     return [
         _finish(RunRecord(spec, row_estimates, row_norms, seconds=seconds), settings.divergence_threshold)
