@@ -443,10 +443,8 @@ def _near_ceiling(value: float, job: _Job) -> bool:
     psi(k)), with a margin for the last bits in which the statistic and ksg's own value may differ."""
     from mitool.estimators import ksg as module
 
-    ceiling, gap = getattr(module, "ksg_ceiling", None), getattr(module, "SATURATION_GAP", None)
-    if ceiling is None or gap is None:
-        return False
-    return value >= ceiling(job.n, job.ks[0], job.ks[-1] if len(job.ks) > 1 else 0) - gap - 1e-9
+    ceiling = module.ksg_ceiling(job.n, job.ks[0], job.ks[-1] if len(job.ks) > 1 else 0)
+    return value >= ceiling - module.saturation_gap(2) - 1e-9
 
 
 def _small_ksg(x: np.ndarray, y: np.ndarray, ks: Sequence[int]) -> np.ndarray:

@@ -39,6 +39,24 @@ def test_the_ksg_ceiling_is_psi_n_minus_psi_k_and_no_estimate_passes_it() -> Non
     assert result.details["saturating"] is True and result.ci_high == math.inf
 
 
+def test_ksg_on_a_small_sample_with_a_large_k_is_a_lower_bound_only_near_its_ceiling() -> None:
+    """n = 178, k = 20 (the tests' k on a small table): the ceiling psi(n) - psi(k) is 2.21 nats, and
+    the measured gap (SATURATION_GAP_PLANE, bench/ksg_saturation.py) flags from 0.21; the fixed 2.5
+    flagged every estimate. A weak dependence is an estimate with a finite interval, a strong one
+    a lower bound."""
+    from mitool.estimators.ksg import SATURATION_GAP_PLANE, saturation_gap
+
+    assert saturation_gap(2) == SATURATION_GAP_PLANE < SATURATION_GAP == saturation_gap(3)
+    weak_x, weak_y = _pair(178, mi=0.1, dim=1)
+    weak = mitool.estimate(weak_x, weak_y, estimator="ksg", k=20)
+    assert weak.details["ceiling"] == pytest.approx(ksg_ceiling(178, 20))
+    assert weak.value < ksg_ceiling(178, 20) - SATURATION_GAP_PLANE
+    assert weak.details["saturating"] is False and math.isfinite(weak.ci_high)
+    strong_x, strong_y = _pair(178, mi=4.0, dim=1)
+    strong = mitool.estimate(strong_x, strong_y, estimator="ksg", k=20)
+    assert strong.details["saturating"] is True and strong.ci_high == math.inf
+
+
 def test_ksg_near_its_ceiling_is_a_lower_bound_open_above_and_says_what_to_use() -> None:
     x, y = _pair(3000, mi=12.0)
     result = mitool.estimate(x, y, estimator="ksg")
