@@ -66,6 +66,10 @@ def run_task(
                 estimate=result.value, error=result.value - truth, ci_low=result.ci_low,
                 ci_high=result.ci_high, estimator=result.estimator,
                 covered=bool(result.ci_low <= truth <= result.ci_high),
+                bias_high=result.details.get("bias_high"),
+                covered_with_bias=bool(
+                    result.ci_low <= truth <= result.details.get("bias_high", result.ci_high)
+                ),
             )  # fmt: skip
         row["seconds"] = time.perf_counter() - start
         rows.append(row)
@@ -91,6 +95,9 @@ def summary(rows: list[dict]) -> dict:
         "within_target": len(within),
         "worst": [{"task": task, "mean_error": error} for task, error in worst],
         "coverage": float(np.mean([r["covered"] for r in scored])) if scored else None,
+        "coverage_with_bias": float(np.mean([r.get("covered_with_bias", r["covered"]) for r in scored]))
+        if scored
+        else None,
         "seconds_per_estimate": float(np.mean([r["seconds"] for r in rows])),
     }
 
