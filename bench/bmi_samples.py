@@ -46,8 +46,9 @@ def standardised(values: np.ndarray) -> np.ndarray:
 
 
 def run_task(
-    task: dict, folder: Path, pairs: int | None, as_given: bool, estimator: str | None
-) -> list[dict]:
+    task: dict, folder: Path, pairs: int | None, as_given: bool, estimator: str | None,
+    settings: dict | None = None,
+) -> list[dict]:  # fmt: skip
     rows = []
     for seed, entry in task["files"].items():
         with np.load(folder / entry["file"]) as archive:
@@ -57,7 +58,7 @@ def run_task(
         start = time.perf_counter()
         row = {"task": task["task_id"], "seed": int(seed), "true_mi": task["mi_true_nats"], "n": len(x)}
         try:
-            result = estimate(x, y, estimator=estimator, seed=int(seed))
+            result = estimate(x, y, estimator=estimator, seed=int(seed), **(settings or {}))
         except ParameterError as error:
             row.update(refused=str(error))
         else:
@@ -102,6 +103,19 @@ def summary(rows: list[dict]) -> dict:
     }
 
 
+def _setting(text: str) -> tuple[str, object]:
+    """KEY=VALUE with VALUE an int, a float, true/false or else a string."""
+    key, _, value = text.partition("=")
+    if value.lower() in ("true", "false"):
+        return key, value.lower() == "true"
+    for kind in (int, float):
+        try:
+            return key, kind(value)
+        except ValueError:
+            pass
+    return key, value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=("v1", "v2"), default="v1")
@@ -109,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--as-given", action="store_true", help="float32 as drawn, not standardised.")
     parser.add_argument("--estimator", default=None, help="An estimator's name (default: mitool's default).")
     parser.add_argument("--tasks", default=None, help="Comma-separated task ids (default: all).")
+    parser.add_argument(
+        "--setting", action="append", default=[], metavar="KEY=VALUE",
+        help="A setting of the estimator (repeatable; numbers and true/false parsed), e.g. ensemble=4.",
+    )  # fmt: skip
     parser.add_argument("--json", default=None, help="Write the rows and the summary here.")
     arguments = parser.parse_args(argv)
     set_threads_to_free_cores()
@@ -120,15 +138,17 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.tasks:
         chosen = set(arguments.tasks.split(","))
         tasks = [task for task in tasks if task["task_id"] in chosen]
+    settings = dict(_setting(text) for text in arguments.setting)
     rows = []
     for task in tasks:
-        rows += run_task(task, folder, arguments.pairs, arguments.as_given, arguments.estimator)
+        rows += run_task(task, folder, arguments.pairs, arguments.as_given, arguments.estimator, settings)
         last = rows[-1]
         shown = f"{last['estimate']:.3f}" if "estimate" in last else "refused"
         print(f"{task['task_id']}: truth {task['mi_true_nats']:.3f}, {shown}", flush=True)
     result = {
         "suite": arguments.suite, "pairs": arguments.pairs, "as_given": arguments.as_given,
-        "estimator": arguments.estimator or "default", "summary": summary(rows), "rows": rows,
+        "estimator": arguments.estimator or "default", "settings": settings, "summary": summary(rows),
+        "rows": rows,
     }  # fmt: skip
     print(json.dumps(result["summary"], indent=1))
     if arguments.json:

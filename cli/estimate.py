@@ -33,7 +33,9 @@ def estimator_help() -> str:
 
     def shown(default: estimators.Default) -> str:
         settings = "".join(f" --{key.replace('_', '-')} {value}" for key, value in default.settings.items())
-        return default.name + settings
+        small = "".join(f" --{key.replace('_', '-')} {value}" for key, value in default.small_sample.items())
+        below = f" (below {estimators.SMALL_SAMPLE} pairs also{small})" if small else ""
+        return default.name + settings + below
 
     defaults = "; ".join(f"{CASES[case]}: {shown(default)}" for case, default in estimators.DEFAULTS.items())
     return "Estimators (--estimator):\n\n\b\n" + "\n".join(lines) + f"\n\nDefaults: {defaults}."

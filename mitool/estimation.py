@@ -186,11 +186,11 @@ def _exactly_zero(name: str, estimator: str, n: int, notes: list[str]) -> Estima
 
 def _chosen(
     estimator: str | None, case: str, settings: dict[str, Any], notes: list[str],
-    defaults: Mapping[str, estimators.Default] | None = None,
+    defaults: Mapping[str, estimators.Default] | None = None, n: int = 0,
 ) -> estimators.Estimator:  # fmt: skip
     """The estimator asked for (refused when it does not take ``case``), or the default for it
-    (``defaults``, :data:`mitool.estimators.DEFAULTS` when None) with those of the given settings it
-    has (the others, settings of other estimators, noted as unused)."""
+    (``defaults``, :data:`mitool.estimators.DEFAULTS` when None; its settings for ``n`` pairs) with
+    those of the given settings it has (the others, settings of other estimators, noted as unused)."""
     if estimator is None:
         default = (defaults or estimators.DEFAULTS)[case]
         name, known = default.name, estimators.estimator_class(default.name).Settings.names()
@@ -199,7 +199,7 @@ def _chosen(
             listed = ", ".join(unused)
             notes.append(f"{listed}: not settings of {name}, the estimator for this data, so unused")
         settings = {
-            **default.settings,
+            **default.settings_for(n),
             **{key: value for key, value in settings.items() if key not in unused},
         }
     else:
@@ -288,7 +288,7 @@ def _plan(x: ArrayLike, y: ArrayLike, z: ArrayLike | None, options: _Options) ->
             case = case_of(sides, rows["x"], rows["y"], False, atoms)
     default = (options.defaults or estimators.DEFAULTS)[case].name
     notes.append(f"{estimators.CASES[case]}: estimator {options.estimator or default}")
-    chosen = _chosen(options.estimator, case, options.settings, notes, options.defaults)
+    chosen = _chosen(options.estimator, case, options.settings, notes, options.defaults, len(rows["x"]))
     return _Plan((rows["x"], rows["y"], rows["z"]), notes, chosen, sides=sides)
 
 
@@ -455,17 +455,23 @@ def estimate(
     return _finished(plan.chosen.estimate(*plan.rows, seed=seed, progress=progress), plan, options, progress)
 
 
-BIAS_ALLOWANCE = 0.25
+BIAS_ALLOWANCE = 0.3
 """The default's interval covers noise (of the held-out evaluation and training, or of the pairs),
 not bias, and both its routes for continuous data err low: InfoNCE is a lower bound, and KSG's
 neighbourhoods blur the dependence. On bmi's own samples of its 66 tasks (v1 and v2, seeds 3 and 4,
-n = 1000 and 5000: 264 estimates, bench/results/benchmark/bmi_samples_v{1,2}*.json) the interval
-held the truth in 63% of them, and of the 97 it missed the truth lay above 90. The upper end
-ci_high + c max(estimate, 0) held it in 90.2% with c = 0.2 and 93.2% with c = 0.25 (91% / 100% on v1
-at n = 1000 / 5000, 87% / 92% on v2); a c chosen on v1 alone (0.25, the least reaching 95% there,
-by steps of 0.05) gives 89% on v2 (``python bench/interval_coverage.py`` on those files). The
+n = 1000 and 5000: 264 estimates by this default, bench/results/benchmark/bmi_samples_v{1,2}*.json)
+the interval held the truth in 56% of them, and of the 115 it missed the truth lay above 108. The
+upper end ci_high + c max(estimate, 0) held it in 88.6% with c = 0.25 and 90.2% with c = 0.3 (v1:
+88% at n = 1000, 100% at 5000; v2: 77% and 92%); a c chosen on v1 alone (0.4, the least reaching 95%
+there, by steps of 0.05) gives 88% on v2 (``python bench/interval_coverage.py`` on those files). The
 default reports that end as ``details["bias_high"]``, with a note; ``ci_high`` stays the noise
 interval's."""
+
+BIAS_ALLOWANCE_MEASURED = (
+    "on bmi's 66 tasks at n = 1000 and 5000 that end held the truth in 90% of 264 estimates, the "
+    "interval alone in 56%"
+)
+"""What :data:`BIAS_ALLOWANCE` did where it was measured, for the note."""
 
 BIASED_LOW = ("infonce", "ksg")
 """The default's estimators for continuous data (:data:`mitool.estimators.DEFAULTS`), whose
@@ -482,8 +488,7 @@ def bias_allowance_note(result: Estimate) -> Estimate:
     return result.with_notes(
         f"the interval covers noise, not {result.estimator}'s bias, which is downward: allowing "
         f"{100 * BIAS_ALLOWANCE:g}% of the estimate for it, the MI is plausibly up to {high:.4f} nats "
-        f"(details['bias_high']; on bmi's 66 tasks at n = 1000 and 5000 that end held the truth in 93% of "
-        "264 estimates, the interval alone in 63%)",
+        f"(details['bias_high']; {BIAS_ALLOWANCE_MEASURED})",
         bias_high=high,
     )  # fmt: skip
 

@@ -262,3 +262,19 @@ def test_the_defaults_continuous_routes_allow_for_their_downward_bias_above_the_
     assert "bias_high" not in mitool.estimate(x, y, estimator="ksg").details
     bound = result.as_lower_bound("a test")
     assert bias_allowance_note(bound) is bound
+
+
+def test_the_default_cross_fits_small_samples_only() -> None:
+    """Below SMALL_SAMPLE pairs the default's InfoNCE takes folds=5 (every pair scored once, by
+    critics trained on the other folds); an estimator asked for by name keeps its own settings."""
+    from mitool.estimators import DEFAULTS, SMALL_SAMPLE
+
+    assert DEFAULTS["continuous"].settings_for(SMALL_SAMPLE - 1)["folds"] == 5
+    assert "folds" not in DEFAULTS["continuous"].settings_for(SMALL_SAMPLE)
+    x, y = CorrelatedGaussian(2, mi=0.5).sample(600, generator=torch.Generator().manual_seed(0))
+    small = {"steps": 60, "eval_every": 20}
+    by_default = mitool.estimate(x, y, **small)
+    assert by_default.estimator == "infonce" and "over the 5 folds" in by_default.interval
+    assert by_default.details["n_test"] == 600  # every pair scored once
+    named = mitool.estimate(x, y, estimator="infonce", **small)
+    assert "folds" not in named.interval and named.details["n_test"] < 600

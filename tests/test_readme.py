@@ -78,10 +78,7 @@ def defaults_table() -> list[str]:
 
     rows = []
     for case, default in estimators.DEFAULTS.items():
-        settings = (
-            ", ".join(f"{key}={value}" for key, value in default.settings.items()) or "its own defaults"
-        )
-        rows.append(f"| {estimators.CASES[case]} | `{default.name}` | {settings} |")
+        rows.append(f"| {estimators.CASES[case]} | `{default.name}` | {default.describe()} |")
     within = "the estimator for X and Y within each group of Z, weighted by the groups' shares"
     rows.append(f"| {estimators.CASES['conditional-discrete-z']} | {within} | |")
     return [row.replace("Y | Z", "Y \\| Z") for row in rows]
