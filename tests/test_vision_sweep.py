@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -154,11 +155,24 @@ def _weights(path: Path) -> dict[str, torch.Tensor]:
     return torch.load(path, map_location="cpu", weights_only=True)["model"]
 
 
-def test_an_interrupted_run_resumes_exactly(tmp_path: Path) -> None:
+def test_an_interrupted_run_resumes_exactly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run stopped at step 3 of 8 with its checkpoint (what a killed run leaves is its last
-    checkpoint) ends, resumed by the sweep, with the weights of the same run made in one go."""
+    checkpoint) ends, resumed by the sweep, with the weights of the same run made in one go. One
+    thread everywhere: the free cores, which set the threads otherwise, change with the machine's
+    load between the runs, and another thread count sums in another order (a CI run with two
+    benchmarks beside it differed in the last bits)."""
     from mitool.vision.train import pretrain
 
+    monkeypatch.setenv("MITOOL_THREADS", "1")  # the sweep's runs (its children)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the run made here
+    try:
+        _resume_exactly(tmp_path, pretrain)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _resume_exactly(tmp_path: Path, pretrain: Callable[..., object]) -> None:
     arguments = ("--method", "simo", "--negatives", "4")
     assert _sweep(tmp_path / "whole", *arguments).returncode == 0
     (run,) = expand(
