@@ -5,7 +5,9 @@ tasks) suites, from ../shared/bmi-samples (drawn by the bmi package: PyPI benchm
 Each column is standardised as bmi's pipeline does (sklearn.preprocessing.scale per column: the
 affine map keeps every tie of the float32 values); ``--as-given`` passes the float32 arrays
 unscaled instead, as a user would. ``--pairs N`` uses the first N pairs of each sample (small
-samples). An estimate the default refuses is counted as refused, with its message.
+samples). ``--estimator`` names a route as ``mitool benchmark --estimators`` does
+(``default:folds=5``; parse_estimator). An estimate the default refuses is counted as refused, with
+its message.
 
     python bench/bmi_samples.py --suite v1 --json bench/results/benchmark/bmi_samples_v1.json
     python bench/bmi_samples.py --suite v2 --json bench/results/benchmark/bmi_samples_v2.json
@@ -26,8 +28,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import write_json  # noqa: E402
 
+from mitool.benchmark.run import parse_estimator  # noqa: E402
 from mitool.checks import ParameterError  # noqa: E402
-from mitool.estimation import estimate  # noqa: E402
+from mitool.estimation import Automatic  # noqa: E402
 from mitool.runtime import set_threads_to_free_cores  # noqa: E402
 
 SAMPLES = Path(__file__).resolve().parent.parent.parent / "shared" / "bmi-samples"
@@ -45,10 +48,7 @@ def standardised(values: np.ndarray) -> np.ndarray:
     return (values - values.mean(axis=0)) / np.where(scale > 0, scale, 1.0)
 
 
-def run_task(
-    task: dict, folder: Path, pairs: int | None, as_given: bool, estimator: str | None,
-    settings: dict | None = None,
-) -> list[dict]:  # fmt: skip
+def run_task(task: dict, folder: Path, pairs: int | None, as_given: bool, estimator: Automatic) -> list[dict]:
     rows = []
     for seed, entry in task["files"].items():
         with np.load(folder / entry["file"]) as archive:
@@ -58,7 +58,7 @@ def run_task(
         start = time.perf_counter()
         row = {"task": task["task_id"], "seed": int(seed), "true_mi": task["mi_true_nats"], "n": len(x)}
         try:
-            result = estimate(x, y, estimator=estimator, seed=int(seed), **(settings or {}))
+            result = estimator.estimate(x, y, seed=int(seed))
         except ParameterError as error:
             row.update(refused=str(error))
         else:
@@ -103,30 +103,17 @@ def summary(rows: list[dict]) -> dict:
     }
 
 
-def _setting(text: str) -> tuple[str, object]:
-    """KEY=VALUE with VALUE an int, a float, true/false or else a string."""
-    key, _, value = text.partition("=")
-    if value.lower() in ("true", "false"):
-        return key, value.lower() == "true"
-    for kind in (int, float):
-        try:
-            return key, kind(value)
-        except ValueError:
-            pass
-    return key, value
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=("v1", "v2"), default="v1")
     parser.add_argument("--pairs", type=int, default=None, help="Use the first N pairs of each sample.")
     parser.add_argument("--as-given", action="store_true", help="float32 as drawn, not standardised.")
-    parser.add_argument("--estimator", default=None, help="An estimator's name (default: mitool's default).")
-    parser.add_argument("--tasks", default=None, help="Comma-separated task ids (default: all).")
     parser.add_argument(
-        "--setting", action="append", default=[], metavar="KEY=VALUE",
-        help="A setting of the estimator (repeatable; numbers and true/false parsed), e.g. ensemble=4.",
+        "--estimator", default="default",
+        help="An estimator as mitool benchmark --estimators names one: default, a registry name, with "
+        ":key=value settings (default:folds=5, infonce:ensemble=4).",
     )  # fmt: skip
+    parser.add_argument("--tasks", default=None, help="Comma-separated task ids (default: all).")
     parser.add_argument("--json", default=None, help="Write the rows and the summary here.")
     arguments = parser.parse_args(argv)
     set_threads_to_free_cores()
@@ -138,16 +125,21 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.tasks:
         chosen = set(arguments.tasks.split(","))
         tasks = [task for task in tasks if task["task_id"] in chosen]
-    settings = dict(_setting(text) for text in arguments.setting)
+    try:
+        spec = parse_estimator(arguments.estimator)
+        estimator = spec.build()
+    except ParameterError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     rows = []
     for task in tasks:
-        rows += run_task(task, folder, arguments.pairs, arguments.as_given, arguments.estimator, settings)
+        rows += run_task(task, folder, arguments.pairs, arguments.as_given, estimator)
         last = rows[-1]
         shown = f"{last['estimate']:.3f}" if "estimate" in last else "refused"
         print(f"{task['task_id']}: truth {task['mi_true_nats']:.3f}, {shown}", flush=True)
     result = {
         "suite": arguments.suite, "pairs": arguments.pairs, "as_given": arguments.as_given,
-        "estimator": arguments.estimator or "default", "settings": settings, "summary": summary(rows),
+        "estimator": spec.name, "settings": spec.settings, "summary": summary(rows),
         "rows": rows,
     }  # fmt: skip
     print(json.dumps(result["summary"], indent=1))

@@ -89,7 +89,7 @@ Continuous data below :data:`SMALL_SAMPLE` pairs are cross-fitted (``folds=5``: 
 critics trained on the others, where one split scores a fifth): on bmi's own samples of its 40 v1
 tasks at n = 1000 the mean absolute error went from 0.111 to 0.093 and the tasks within target from
 25 to 30 (v2: 0.167 to 0.157, 14 to 16 of 26), for 2.4 times the time (4.5 to 10.8 s an estimate);
-``python bench/bmi_samples.py --suite v1 --pairs 1000 --setting folds=5``. At n = 2500, on the 30 v1
+``python bench/bmi_samples.py --suite v1 --pairs 1000 --estimator default:folds=5``. At n = 2500, on the 30 v1
 tasks that InfoNCE takes: 0.064 to 0.057 (9.5 to 22 s). At 5000 it would break the time target."""
 
 
