@@ -15,9 +15,8 @@ cell by cell (a counting sort), so the cells of one column of the grid lie next 
 **The k-th distance.** Point i takes the distances to every point of the 3 x 3 cells around its
 own (three runs of memory), keeps the k smallest by a selection (quickselect with branch-free
 partitions; a sorted insertion of each candidate took 9 ms a permutation where the distances
-themselves take under 2), then
-widens ring by ring. After ring r, every point not yet seen lies outside the box of cells within
-r, so at least
+themselves take under 2), then widens ring by ring. After ring r, every point not yet seen lies
+outside the box of cells within r, so at least
 
     gap_r = min(u_i - left edge, right edge - u_i, v_i - bottom edge, top edge - v_i)
 
