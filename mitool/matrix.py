@@ -412,9 +412,10 @@ def _fast_intervals(data: Columns, waiting: list[tuple[int, int, int, int]], job
                     out: dict[str, Any]) -> None:  # fmt: skip
     """The intervals of KSG's estimates of the pairs ``waiting`` (row, a, b, seed) into ``out``, as
     :func:`mitool.estimators.subsets.subset_estimate` makes them (the estimator on disjoint subsets
-    of the pair's rows, their spread scaled by sqrt(size / n), Student's t around the estimate),
-    the subsets of all the pairs computed at once."""
+    of the pair's rows with its numbers of neighbours on them, their spread scaled by
+    sqrt(size / n), Student's t around the estimate), the subsets of all the pairs computed at once."""
     from mitool.estimators.ksg import ksg
+    from mitool.estimators.subsets import subset_neighbours
 
     used, size = _used_subsets(job)
     if used < 2 or not waiting:
@@ -426,10 +427,11 @@ def _fast_intervals(data: Columns, waiting: list[tuple[int, int, int, int]], job
         subsets.append(np.stack(np.array_split(order[: size * used], used)))
     xs = np.concatenate([_column(data, a)[rows] for (_, a, _, _), rows in zip(waiting, subsets, strict=True)])
     ys = np.concatenate([_column(data, b)[rows] for (_, _, b, _), rows in zip(waiting, subsets, strict=True)])
+    k, k_max = job.ks[0], job.ks[-1] if len(job.ks) > 1 else 0
+    k, k_max = subset_neighbours({"k": k, "k_max": k_max}, size, job.n).values()
     if size <= SMALL_SUBSET:
-        values = _small_ksg(xs, ys, job.ks).reshape(len(waiting), used)
+        values = _small_ksg(xs, ys, range(k, max(k, k_max) + 1)).reshape(len(waiting), used)
     else:
-        k, k_max = job.ks[0], job.ks[-1] if len(job.ks) > 1 else 0
         values = np.array([ksg(x[:, None], y[:, None], k=k, k_max=k_max, normalise="rank")
                            for x, y in zip(xs, ys, strict=True)]).reshape(len(waiting), used)  # fmt: skip
     for (row, _, _, _), spread in zip(waiting, values, strict=True):
@@ -443,8 +445,8 @@ def _near_ceiling(value: float, job: _Job) -> bool:
     psi(k)), with a margin for the last bits in which the statistic and ksg's own value may differ."""
     from mitool.estimators import ksg as module
 
-    ceiling = module.ksg_ceiling(job.n, job.ks[0], job.ks[-1] if len(job.ks) > 1 else 0)
-    return value >= ceiling - module.saturation_gap(2) - 1e-9
+    k, k_max = job.ks[0], job.ks[-1] if len(job.ks) > 1 else 0
+    return value >= module.ksg_ceiling(job.n, k, k_max) - module.saturation_gap(2, job.n, k, k_max) - 1e-9
 
 
 def _small_ksg(x: np.ndarray, y: np.ndarray, ks: Sequence[int]) -> np.ndarray:

@@ -41,20 +41,46 @@ def test_the_ksg_ceiling_is_psi_n_minus_psi_k_and_no_estimate_passes_it() -> Non
 
 def test_ksg_on_a_small_sample_with_a_large_k_is_a_lower_bound_only_near_its_ceiling() -> None:
     """n = 178, k = 20 (the tests' k on a small table): the ceiling psi(n) - psi(k) is 2.21 nats, and
-    the measured gap (SATURATION_GAP_PLANE, bench/ksg_saturation.py) flags from 0.21; the fixed 2.5
+    the gap measured there (PLANE_GAPS, bench/ksg_saturation.py) flags from 0.46; the fixed 2.5
     flagged every estimate. A weak dependence is an estimate with a finite interval, a strong one
     a lower bound."""
-    from mitool.estimators.ksg import SATURATION_GAP_PLANE, saturation_gap
+    from mitool.estimators.ksg import PLANE_GAPS, saturation_gap
 
-    assert saturation_gap(2) == SATURATION_GAP_PLANE < SATURATION_GAP == saturation_gap(3)
-    weak_x, weak_y = _pair(178, mi=0.1, dim=1)
+    assert saturation_gap(2, 178, 20) == PLANE_GAPS[178, 20] < SATURATION_GAP == saturation_gap(3, 178, 20)
+    weak_x, weak_y = _pair(178, mi=0.3, dim=1)
     weak = mitool.estimate(weak_x, weak_y, estimator="ksg", k=20)
     assert weak.details["ceiling"] == pytest.approx(ksg_ceiling(178, 20))
-    assert weak.value < ksg_ceiling(178, 20) - SATURATION_GAP_PLANE
+    assert 0.21 < weak.value < ksg_ceiling(178, 20) - PLANE_GAPS[178, 20]  # flagged by the one gap of 2.0
     assert weak.details["saturating"] is False and math.isfinite(weak.ci_high)
     strong_x, strong_y = _pair(178, mi=4.0, dim=1)
     strong = mitool.estimate(strong_x, strong_y, estimator="ksg", k=20)
     assert strong.details["saturating"] is True and strong.ci_high == math.inf
+
+
+def test_the_ksg_gaps_are_those_of_the_measurement_in_bench_results() -> None:
+    """PLANE_GAPS is C - m + 3 s rounded up to 0.05, recomputed here from the measurement's rows: C
+    the ceiling, m the mean estimate at the last truth within max(0.1, 10%) before the first that is
+    not (the largest truth where none is not), s its standard deviation."""
+    from mitool.estimators.ksg import PLANE_GAPS, SATURATION_GAP_PLANE, saturation_gap
+
+    rows = json.loads((Path(__file__).parent.parent / "bench/results/ksg_saturation.json").read_text())
+    gaps = {}
+    for key in {(row["n"], row["k"]) for row in rows}:
+        ladder = sorted((row for row in rows if (row["n"], row["k"]) == key), key=lambda row: row["truth"])
+        misses = [
+            i
+            for i, row in enumerate(ladder)
+            if abs(row["mean"] - row["truth"]) > max(0.1, 0.1 * row["truth"])
+        ]
+        last = ladder[misses[0] - 1] if misses else ladder[-1]
+        gaps[key] = math.ceil(round((last["ceiling"] - last["mean"] + 3 * last["sd"]) * 20, 9)) / 20
+    assert gaps == PLANE_GAPS
+    assert SATURATION_GAP_PLANE == max(gaps.values())
+    # between grid points the larger neighbour; outside the grid the largest gap
+    assert saturation_gap(2, 2000, 7) == max(PLANE_GAPS[n, k] for n in (1000, 3000) for k in (5, 10))
+    assert saturation_gap(2, 10**6, 5) == max(PLANE_GAPS[3000, 5], PLANE_GAPS[10000, 5])
+    assert saturation_gap(2, 1000, 3, 20) == max(PLANE_GAPS[1000, k] for k in (3, 5, 10, 20))
+    assert saturation_gap(2, 99, 5) == saturation_gap(2, 1000, 2) == saturation_gap(2, 1000, 21) == 2.0
 
 
 def test_ksg_near_its_ceiling_is_a_lower_bound_open_above_and_says_what_to_use() -> None:
