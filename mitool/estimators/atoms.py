@@ -104,7 +104,7 @@ class Atoms(Estimator):
         share = float((atom_labels(y) != -1).mean())
         settings = self.settings
         return subset_estimate(
-            self, partial(atoms_mi, k=settings.k), x, y, seed,
+            self, atoms_mi, x, y, seed, neighbours={"k": settings.k},
             progress=progress, notes=notes, details={"k": settings.k, "share_on_atoms": share},
         )  # fmt: skip
 

@@ -88,13 +88,14 @@ class FrenzelPompe(Estimator):
         refuse_ties("frenzel-pompe", x=x, y=y, z=z)
         return subset_estimate(
             self,
-            partial(frenzel_pompe, k=self.settings.k),
+            frenzel_pompe,
             x,
             y,
             seed,
             z=z,
             progress=progress,
             details={"k": self.settings.k},
+            neighbours={"k": self.settings.k},
         )
 
 

@@ -87,12 +87,13 @@ class MixedKSG(Estimator):
     def _estimate(self, x, y, z, seed, progress) -> Estimate:
         return subset_estimate(
             self,
-            partial(mixed_ksg, k=self.settings.k),
+            mixed_ksg,
             x,
             y,
             seed,
             progress=progress,
             details={"k": self.settings.k},
+            neighbours={"k": self.settings.k},
         )
 
 

@@ -108,12 +108,13 @@ class Ross(Estimator):
             )
         return subset_estimate(
             self,
-            partial(ross_mi, k=self.settings.k),
+            ross_mi,
             x,
             y,
             seed,
             progress=progress,
             details={"k": self.settings.k},
+            neighbours={"k": self.settings.k},
             notes=notes,
         )
 
