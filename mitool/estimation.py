@@ -163,7 +163,19 @@ def case_of(sides: dict[str, bool], x: np.ndarray, y: np.ndarray, conditional: b
     if sides["y"]:
         many = x.shape[1] > CLASSIFIER_DIMENSION and len(x) >= CLASSIFIER_PAIRS
         return "discrete-y-high-dimension" if many else "discrete-y"
-    return "low-dimension" if x.shape[1] + y.shape[1] <= LOW_DIMENSION else "continuous"
+    if x.shape[1] + y.shape[1] <= LOW_DIMENSION:
+        return "low-dimension"
+    return "surface" if any(on_a_surface(rows) for rows in (x, y)) else "continuous"
+
+
+def on_a_surface(rows: np.ndarray, most: int = 20_000) -> bool:
+    """Whether the columns of ``rows`` (their first ``most`` rows) lie near a surface of lower
+    dimension, as images do: :func:`mitool.estimators.rows.collinearity` below the flow
+    estimator's :data:`~mitool.estimators.flow.COLLINEARITY`, which then encodes them."""
+    from mitool.estimators.flow import COLLINEARITY
+    from mitool.estimators.rows import collinearity
+
+    return collinearity(rows[:most]) < COLLINEARITY
 
 
 def _without_constant_columns(name: str, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:

@@ -133,6 +133,7 @@ default."""
 TEST_DEFAULTS: dict[str, estimators.Default] = {
     "continuous": estimators.Default("ksg", {"normalise": "rank", "k": 20}),
     "low-dimension": estimators.Default("ksg", {"normalise": "rank", "k": 20}),
+    "surface": estimators.Default("ksg", {"normalise": "rank", "k": 20}),
     "discrete": estimators.Default("plugin"),
     "discrete-y": estimators.Default("ross", {"k": 20}),
     "discrete-y-high-dimension": estimators.Default("ross", {"k": 20}),

@@ -55,6 +55,7 @@ __all__ = [
 CASES: dict[str, str] = {
     "continuous": "X and Y continuous",
     "low-dimension": "X and Y continuous, 3 dimensions or fewer in all",
+    "surface": "X and Y continuous, the columns of a side near a surface of lower dimension (images)",
     "discrete": "X and Y discrete (class labels, counts with few values)",
     "discrete-y": "X continuous, Y discrete (features against class labels)",
     "discrete-y-high-dimension": "X continuous of more than 10 dimensions, Y discrete, 1000 pairs or more",
@@ -255,7 +256,7 @@ class Estimator:
     name: ClassVar[str]
     summary: ClassVar[str]
     value_is: ClassVar[str]
-    cases: ClassVar[frozenset[str]] = frozenset({"continuous"})
+    cases: ClassVar[frozenset[str]] = frozenset({"continuous", "surface"})
     Settings: ClassVar[type[EstimatorSettings]] = EstimatorSettings
     rank: ClassVar[int] = 50
     """The estimator's place in listings, lower first (the registry's order: ``mitool estimate

@@ -86,7 +86,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -101,9 +101,10 @@ from mitool.estimators.base import (
     TrainingSettings,
     level_setting,
 )
+from mitool.estimators.encoding import Encoding, encode, intrinsic_dimension
 from mitool.estimators.gaussian import plugin_mi_bias
 from mitool.estimators.preparation import PREPARATIONS, Split, canonical_maps, part_sizes, split_pairs
-from mitool.estimators.rows import refuse_collinear
+from mitool.estimators.rows import collinearity, refuse_collinear
 from mitool.lazy import lazy_import
 from mitool.settings import setting
 
@@ -168,6 +169,11 @@ class FlowGaussianSettings(EstimatorSettings):
         "quantiles, which keeps close values apart); each is invertible per coordinate and keeps the MI.",
         _choice(PREPARATIONS),
     )  # fmt: skip
+    encode: bool = setting(
+        True, "A side whose columns lie near a surface of lower dimension (images) is first encoded to that "
+        "many coordinates by an autoencoder (mitool.estimators.encoding); False: such a side is refused.",
+    )  # fmt: skip
+    encoder_steps: int = setting(1500, "Training steps of the autoencoder (encode).", _whole)
     level: float = level_setting()
     device: str = _network("device")
 
@@ -354,7 +360,7 @@ class FlowGaussian(Estimator):
     name = "flow"
     summary = "normalizing flows to a joint Gaussian, then its closed-form MI (Butakov et al. 2024)"
     value_is = "an estimate, not capped; the MI of the best Gaussian model after the flows (neither bound)"
-    cases = frozenset({"continuous", "low-dimension"})
+    cases = frozenset({"continuous", "low-dimension", "surface"})
     Settings = FlowGaussianSettings
     rank = 5
 
@@ -368,22 +374,35 @@ class FlowGaussian(Estimator):
                 return n
             n += 1
 
+    def _prepared(self, rows: np.ndarray, split: Split) -> tuple[list[np.ndarray], np.ndarray]:
+        """The fit, validation and test rows prepared (``normalise``, fitted on the training rows),
+        and the columns that are not constant on the fit rows."""
+        prepare = PREPARATIONS[self.settings.normalise]
+        parts = prepare(rows[split.train], rows[split.fit], rows[split.validation], rows[split.test])[1:]
+        return parts, _varying(parts[0])
+
     def _estimate(self, x, y, z, seed, progress) -> Estimate:
         settings = self.settings
         split = split_pairs(len(x), settings.test_fraction, settings.validation_fraction, seed)
-        prepared, notes = [], []
-        for name, rows in (("x", x), ("y", y)):
-            prepare = PREPARATIONS[settings.normalise]
-            parts = prepare(rows[split.train], rows[split.fit], rows[split.validation], rows[split.test])[1:]
-            columns = _varying(parts[0])
-            if len(columns) < rows.shape[1]:
-                left_out = rows.shape[1] - len(columns)
+        notes: list[str] = []
+        sides = {"x": x, "y": y}
+        surface = {name: rows for name, rows in sides.items() if collinearity(rows[split.fit]) < COLLINEARITY}
+        encodings, shared = _encodings(surface, split, settings, seed) if settings.encode else ({}, False)
+        for name, encoding in encodings.items():
+            notes.append(_encoding_note(name, sides[name].shape[1], encoding, shared))
+            sides[name] = encoding.codes
+        prepared = {name: self._prepared(rows, split) for name, rows in sides.items()}
+        for name, (_, columns) in prepared.items():
+            if len(columns) < sides[name].shape[1]:
+                left_out = sides[name].shape[1] - len(columns)
                 notes.append(f"{name}: {left_out} column(s) constant on the fit pairs, left out")
             if not len(columns):
                 return self._constant(name, split, len(x), notes)
+        for name, (parts, columns) in prepared.items():
             refuse_collinear(name, parts[0][:, columns], COLLINEARITY)
-            prepared.append([part[:, columns] for part in parts])
-        (fit_x, validation_x, test_x), (fit_y, validation_y, test_y) = prepared
+        (fit_x, validation_x, test_x), (fit_y, validation_y, test_y) = (
+            [part[:, columns] for part in parts] for parts, columns in prepared.values()
+        )
         model = _Model(fit_x, fit_y, settings, seed)
         tensor = partial(torch.as_tensor, dtype=torch.float32, device=settings.device)
         fit = tensor(fit_x), tensor(fit_y)
@@ -421,6 +440,7 @@ class FlowGaussian(Estimator):
                          "X and Y (nearly) determine each other and the MI may be larger")  # fmt: skip
         details = {
             "flow": settings.flow, "gaussian_copula": copula, "bias_correction": bias,
+            **{f"encoding_{name}": _encoding_details(encoding) for name, encoding in encodings.items()},
             "held_out": float(np.mean(ratios)),
             "held_out_stderr": spread / math.sqrt(len(ratios)), "correlations": correlations,
             "validation_log_likelihood": best, "start_validation_log_likelihood": start,
@@ -445,6 +465,38 @@ class FlowGaussian(Estimator):
             estimator=self.name, n_pairs=n_pairs, notes=(*notes, f"{name} is constant: I(X; Y) = 0"),
             details={"flow": self.settings.flow, "n_fit": len(split.fit)},
         )  # fmt: skip
+
+
+def _encodings(
+    sides: dict[str, np.ndarray], split: Split, settings: FlowGaussianSettings, seed: int
+) -> tuple[dict[str, Encoding], bool]:
+    """The codes of the sides that lie on a surface (:mod:`mitool.estimators.encoding`), the
+    autoencoders trained on the training rows, and whether one served both: one for both where both
+    are there with the same number of columns, else one each."""
+    options = {"steps": settings.encoder_steps, "seed": seed}
+    if len(sides) == 2 and sides["x"].shape[1] == sides["y"].shape[1]:
+        n = len(sides["x"])
+        rows, train = np.concatenate([sides["x"], sides["y"]]), np.concatenate([split.train, split.train + n])
+        twonn = max(intrinsic_dimension(side[split.train], seed=seed) for side in sides.values())
+        both = encode(rows, train, twonn=twonn, **options)
+        return {"x": replace(both, codes=both.codes[:n]), "y": replace(both, codes=both.codes[n:])}, True
+    return {name: encode(rows, split.train, **options) for name, rows in sides.items()}, False
+
+
+def _encoding_note(name: str, columns: int, encoding: Encoding, shared: bool) -> str:
+    by = " shared by x and y" if shared else ""
+    return (
+        f"{name}: its {columns} columns lie near a surface of about {encoding.twonn:.2f} dimensions (TwoNN), "
+        f"encoded to {encoding.dimension} coordinates by an autoencoder{by} (relative reconstruction error "
+        f"{encoding.reconstruction_error:.1e}); the flows model the codes, whose MI is the data's where the "
+        "encoder is injective on the surface and below it where it folds"
+    )
+
+
+def _encoding_details(encoding: Encoding) -> dict[str, float]:
+    return {"dimension": encoding.dimension, "twonn": encoding.twonn,
+            "reconstruction_error": encoding.reconstruction_error,
+            "explained_variance": encoding.explained_variance}  # fmt: skip
 
 
 ESTIMATORS = [FlowGaussian]

@@ -138,7 +138,7 @@ class Gaussian(Estimator):
     name = "gaussian"
     summary = "MI of the Gaussian with the sample covariance (CCA), bias-corrected; conditional too"
     value_is = "exact for Gaussians; elsewhere the MI of their linear dependence only"
-    cases = frozenset({"continuous", "low-dimension", "conditional"})
+    cases = frozenset({"continuous", "low-dimension", "surface", "conditional"})
     Settings = GaussianSettings
     rank = 20
 

@@ -195,7 +195,7 @@ class KSG(Estimator):
     name = "ksg"
     summary = "KSG nearest neighbours (estimator I, max-norm, standardised data)"
     value_is = "an estimate, biased downwards in high dimension and at high MI"
-    cases = frozenset({"continuous", "low-dimension"})
+    cases = frozenset({"continuous", "low-dimension", "surface"})
     Settings = KSGSettings
     rank = 10
 

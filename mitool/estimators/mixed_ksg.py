@@ -76,7 +76,7 @@ class MixedKSG(Estimator):
     summary = "Gao et al.'s k-NN estimator for discrete-continuous mixtures (data with ties or atoms)"
     value_is = "an estimate, consistent for continuous, discrete and mixed data"
     cases = frozenset(
-        {"continuous", "low-dimension", "discrete", "discrete-y", "discrete-y-high-dimension", "ties"}
+        {"continuous", "low-dimension", "surface", "discrete", "discrete-y", "discrete-y-high-dimension", "ties"}
     )
     Settings = MixedKSGSettings
     rank = 35

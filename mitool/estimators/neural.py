@@ -252,7 +252,7 @@ class NeuralEstimator(Estimator):
     One subclass per bound, made from the table of bounds (:data:`ESTIMATORS`)."""
 
     bound: str = "infonce"
-    cases = frozenset({"continuous", "low-dimension"})
+    cases = frozenset({"continuous", "low-dimension", "surface"})
     Settings = NeuralSettings
     rank = 0
     trains_together = True

@@ -11,7 +11,7 @@ import numpy as np
 
 from mitool import checks
 
-__all__ = ["category_codes", "distinct_rows", "refuse_collinear", "refuse_ties", "tied_rows"]
+__all__ = ["category_codes", "collinearity", "distinct_rows", "refuse_collinear", "refuse_ties", "tied_rows"]
 
 
 def category_codes(rows: np.ndarray) -> np.ndarray:
@@ -48,21 +48,30 @@ def refuse_ties(estimator: str, **arrays: np.ndarray | None) -> None:
             )
 
 
-def refuse_collinear(name: str, rows: np.ndarray, threshold: float) -> None:
-    """ParameterError when the columns of ``rows`` lie near a subspace of lower dimension: the
-    smallest eigenvalue of their correlation matrix below ``threshold`` times the largest (images
-    and other data on a low-dimensional surface: a 16 x 16 image of a bump at a point of the unit
-    square, 1e-16; of a rectangle, 9e-6; correlated Gaussians of 64 dimensions, 0.74). A Gaussian
-    model of such columns means nothing: its canonical correlations approach 1 whatever the
-    dependence (bumps of 5 nats: the Gaussian MI 38 nats, the flow's 78)."""
+def collinearity(rows: np.ndarray) -> float:
+    """The smallest eigenvalue of the correlation matrix of the columns of ``rows`` over the largest
+    (1 for a single column): near 0 where the columns lie near a subspace of lower dimension, as
+    images and other data on a low-dimensional surface do (a 16 x 16 image of a bump at a point of
+    the unit square, 1e-16; of a rectangle, 9e-6; correlated Gaussians of 64 dimensions, 0.74).
+    Constant columns are left out (1 where fewer than two columns vary)."""
+    rows = rows[:, np.ptp(rows, axis=0) > 0]
     if rows.shape[1] < 2:
-        return
+        return 1.0
     eigenvalues = np.linalg.eigvalsh(np.corrcoef(rows, rowvar=False))
-    ratio = max(float(eigenvalues[0]), 0.0) / float(eigenvalues[-1])
+    return max(float(eigenvalues[0]), 0.0) / float(eigenvalues[-1])
+
+
+def refuse_collinear(name: str, rows: np.ndarray, threshold: float) -> None:
+    """ParameterError when the columns of ``rows`` lie near a subspace of lower dimension: their
+    :func:`collinearity` below ``threshold``. A Gaussian model of such columns means nothing: its
+    canonical correlations approach 1 whatever the dependence (bumps of 5 nats: the Gaussian MI 38
+    nats, the flow's 78)."""
+    ratio = collinearity(rows)
     if ratio < threshold:
         raise checks.ParameterError(
             name, f"has {rows.shape[1]} columns that lie near a subspace of lower dimension (the smallest "
             f"eigenvalue of their correlation matrix is {ratio:.1e} of the largest, below {threshold:g}), "
             "as images and other data on a low-dimensional surface do: a Gaussian model of them means "
-            "nothing; estimate on a low-dimensional representation of them (PCA scores, an encoder's codes)",
+            "nothing; estimate on a low-dimensional representation of them (PCA scores, an encoder's codes; "
+            "estimator='flow' with encode=True encodes such sides)",
         )  # fmt: skip
