@@ -261,9 +261,8 @@ def test_twonn_gives_the_dimension_of_a_flat_or_curved_surface() -> None:
 
 
 def test_where_flow_refuses_the_default_keeps_the_lower_bound_open_above(monkeypatch) -> None:
-    from mitool.estimators import flow
-
     from mitool import estimation
+    from mitool.estimators import flow
 
     monkeypatch.setattr(flow, "COLLINEARITY", 2.0)  # every side refused, as images are without encoding
     monkeypatch.setattr(flow, "_encodings", lambda *arguments: ({}, False))

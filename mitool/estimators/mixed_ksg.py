@@ -76,8 +76,9 @@ class MixedKSG(Estimator):
     summary = "Gao et al.'s k-NN estimator for discrete-continuous mixtures (data with ties or atoms)"
     value_is = "an estimate, consistent for continuous, discrete and mixed data"
     cases = frozenset(
-        {"continuous", "low-dimension", "surface", "discrete", "discrete-y", "discrete-y-high-dimension", "ties"}
-    )
+        {"continuous", "low-dimension", "surface", "discrete", "discrete-y", "discrete-y-high-dimension",
+         "ties"}
+    )  # fmt: skip
     Settings = MixedKSGSettings
     rank = 35
 
