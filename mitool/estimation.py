@@ -35,7 +35,10 @@ Before an estimator runs, the data are looked at, and what was decided is in ``r
   estimator, the pairs go to the uncapped :data:`UNCAPPED` estimator (normalizing flows to a joint
   Gaussian), whose estimate is reported where it agrees with the lower bound
   (:func:`beyond_the_ceiling`), and the lower bound, open above, where it does not or where it
-  refuses the data (columns on a low-dimensional surface, as images);
+  refuses the data;
+* continuous data whose columns lie near a surface of lower dimension, as images do
+  (:func:`on_a_surface`), go to the flows, which encode such a side to the surface's dimension
+  first (:mod:`mitool.estimators.encoding`);
 * a result that cannot be read at face value says so in its notes (:func:`trust_notes`): a
   negative estimate (MI is never negative), an interval of zero width.
 """
@@ -73,6 +76,7 @@ __all__ = [
     "case_of",
     "estimate",
     "is_discrete",
+    "on_a_surface",
     "prepare",
     "trust_notes",
 ]

@@ -225,8 +225,13 @@ def test_flow_encodes_images_to_their_surface_and_estimates_their_mi() -> None:
     rng = np.random.default_rng(0)
     u = rng.uniform(size=(2000, 2))
     x, y = _bump_images(u, 8), _bump_images(u + 0.05 * rng.normal(size=(2000, 2)), 8)
-    result = mitool.estimate(x, y, estimator="flow", encoder_steps=400, steps=200)
+    reports: list[tuple[int, int]] = []
+    result = mitool.estimate(x, y, estimator="flow", encoder_steps=400, steps=200,
+                             progress=lambda done, total, value: reports.append((done, total)))  # fmt: skip
     assert result.value == pytest.approx(truth, rel=0.1)
+    # one bar for the encoder's 400 steps and the flows' 200: the encoder every 100 steps, then the flows
+    assert reports[:4] == [(100, 600), (200, 600), (300, 600), (400, 600)] and reports[4][0] > 400
+    assert all(total == 600 for _, total in reports) and reports == sorted(reports)
     assert result.details["encoding_x"]["dimension"] == result.details["encoding_y"]["dimension"] == 2
     assert any(
         "encoded to 2 coordinates by an autoencoder shared by x and y" in note for note in result.notes

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mitool import checks
+from mitool.estimators.base import Progress
 from mitool.lazy import lazy_import
 
 torch = lazy_import("torch")
@@ -112,12 +113,14 @@ def encode(
     hidden: int = 128,
     seed: int = 0,
     twonn: float | None = None,
+    progress: Progress | None = None,
 ) -> Encoding:
     """Codes of ``rows`` (n, p) from an autoencoder trained on ``rows[train]`` (see the module):
     as many coordinates as ``twonn`` rounded, at least 1 and at most the principal coordinates kept
     (default: the TwoNN dimension of the training rows; an encoder for two sides takes the larger
     of theirs, since near copies of each other's rows make the TwoNN dimension of their union too
-    small: bumps at 10 nats, 1.5 for the union against 2.0 for each side).
+    small: bumps at 10 nats, 1.5 for the union against 2.0 for each side). ``progress(step, steps,
+    nan)`` every 100 steps.
 
     >>> import numpy as np
     >>> t = np.random.default_rng(0).uniform(-1, 1, 2000)
@@ -147,7 +150,9 @@ def encode(
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, lr, total_steps=steps)
     generator = torch.Generator().manual_seed(seed)
     train_rows = torch.as_tensor(np.asarray(train))
-    for _ in range(steps):
+    for step in range(1, steps + 1):
+        if progress is not None and (step % 100 == 0 or step == steps):
+            progress(step, steps, math.nan)
         batch = train_rows[torch.randint(len(train_rows), (batch_size,), generator=generator)]
         loss = (decoder(encoder(principal[batch]) + linear[batch]) - principal[batch]).pow(2).sum(-1).mean()
         optimiser.zero_grad()

@@ -77,15 +77,20 @@ Data whose columns lie near a subspace of lower dimension (images: a 16 x 16 ima
 point of the unit square is 256 pixels on a 2-dimensional surface) have no joint Gaussian model:
 the canonical correlations of nearly collinear columns approach 1 whatever the dependence, and the
 estimate is meaningless (Gaussian bumps of 5 nats as 16 x 16 images, n = 10 000: 78 nats). Such a
-side is refused (:data:`COLLINEARITY`): the smallest eigenvalue of the correlation matrix of its
-prepared fit rows below that fraction of the largest (the bump and rectangle images: 5e-6 and 3e-5;
-Gaussians of 64 dimensions, rotated maps, the spiral: 0.69 to 0.94).
+side (:data:`COLLINEARITY`: the smallest eigenvalue of the correlation matrix of its fit rows below
+that fraction of the largest; the bump and rectangle images: 5e-6 and 3e-5; Gaussians of 64
+dimensions, rotated maps, the spiral: 0.69 to 0.94) is first encoded to as many coordinates as its
+surface has, by an autoencoder trained on the training rows (``encode``; one for both sides where
+both need it, :mod:`mitool.estimators.encoding`), and the flows model the codes; with
+``encode=False`` it is refused. The codes' MI is the data's where the encoder is injective on the
+surface, and below it where the encoder folds.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -98,6 +103,7 @@ from mitool.estimators.base import (
     Estimate,
     Estimator,
     EstimatorSettings,
+    Progress,
     TrainingSettings,
     level_setting,
 )
@@ -387,7 +393,10 @@ class FlowGaussian(Estimator):
         notes: list[str] = []
         sides = {"x": x, "y": y}
         surface = {name: rows for name, rows in sides.items() if collinearity(rows[split.fit]) < COLLINEARITY}
-        encodings, shared = _encodings(surface, split, settings, seed) if settings.encode else ({}, False)
+        surface = surface if settings.encode else {}
+        encoders = 1 if len(surface) == 2 and x.shape[1] == y.shape[1] else len(surface)
+        total, done = encoders * settings.encoder_steps + settings.steps, encoders * settings.encoder_steps
+        encodings, shared = _encodings(surface, split, settings, seed, _in_steps_of(progress, total))
         for name, encoding in encodings.items():
             notes.append(_encoding_note(name, sides[name].shape[1], encoding, shared))
             sides[name] = encoding.codes
@@ -422,7 +431,7 @@ class FlowGaussian(Estimator):
                 continue
             score = float(model.evaluate(*validation)[0].mean())
             if progress is not None:
-                progress(step, settings.steps, model.closed_form())
+                progress(done + step, total, model.closed_form())
             if score > best:
                 best, best_step, best_state, misses = score, step, copy.deepcopy(model.module.state_dict()), 0
                 continue
@@ -468,19 +477,30 @@ class FlowGaussian(Estimator):
 
 
 def _encodings(
-    sides: dict[str, np.ndarray], split: Split, settings: FlowGaussianSettings, seed: int
-) -> tuple[dict[str, Encoding], bool]:
+    sides: dict[str, np.ndarray], split: Split, settings: FlowGaussianSettings, seed: int,
+    progress: Callable[[int], Progress | None] = lambda offset: None,
+) -> tuple[dict[str, Encoding], bool]:  # fmt: skip
     """The codes of the sides that lie on a surface (:mod:`mitool.estimators.encoding`), the
     autoencoders trained on the training rows, and whether one served both: one for both where both
-    are there with the same number of columns, else one each."""
-    options = {"steps": settings.encoder_steps, "seed": seed}
+    are there with the same number of columns, else one each. ``progress(offset)``: the progress
+    callback of the encoder that starts after ``offset`` steps."""
+    steps, options = settings.encoder_steps, {"steps": settings.encoder_steps, "seed": seed}
     if len(sides) == 2 and sides["x"].shape[1] == sides["y"].shape[1]:
         n = len(sides["x"])
         rows, train = np.concatenate([sides["x"], sides["y"]]), np.concatenate([split.train, split.train + n])
         twonn = max(intrinsic_dimension(side[split.train], seed=seed) for side in sides.values())
-        both = encode(rows, train, twonn=twonn, **options)
+        both = encode(rows, train, twonn=twonn, progress=progress(0), **options)
         return {"x": replace(both, codes=both.codes[:n]), "y": replace(both, codes=both.codes[n:])}, True
-    return {name: encode(rows, split.train, **options) for name, rows in sides.items()}, False
+    return {name: encode(rows, split.train, progress=progress(i * steps), **options)
+            for i, (name, rows) in enumerate(sides.items())}, False  # fmt: skip
+
+
+def _in_steps_of(progress: Progress | None, total: int) -> Callable[[int], Progress | None]:
+    """For each offset, ``progress`` of a part of the estimate that starts after ``offset`` of its
+    ``total`` steps (None where there is no progress to report)."""
+    if progress is None:
+        return lambda offset: None
+    return lambda offset: lambda done, _, value: progress(offset + done, total, value)
 
 
 def _encoding_note(name: str, columns: int, encoding: Encoding, shared: bool) -> str:
