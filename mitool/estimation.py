@@ -36,9 +36,10 @@ Before an estimator runs, the data are looked at, and what was decided is in ``r
   Gaussian), whose estimate is reported where it agrees with the lower bound
   (:func:`beyond_the_ceiling`), and the lower bound, open above, where it does not or where it
   refuses the data;
-* continuous data whose columns lie near a surface of lower dimension, as images do
-  (:func:`on_a_surface`), go to the flows, which encode such a side to the surface's dimension
-  first (:mod:`mitool.estimators.encoding`);
+* images (a side given as (n, H, W) or (n, C, H, W)) whose pixels lie near a surface of lower
+  dimension (:func:`on_a_surface`) go to the flows, which encode such a side to the surface's
+  dimension first (:mod:`mitool.estimators.encoding`); a table whose columns are nearly collinear
+  does not (an encoder of its rows in their own units may lose the columns of small variance);
 * a result that cannot be read at face value says so in its notes (:func:`trust_notes`): a
   negative estimate (MI is never negative), an interval of zero width.
 """
@@ -155,9 +156,13 @@ def _discrete_sides(
     return sides, notes
 
 
-def case_of(sides: dict[str, bool], x: np.ndarray, y: np.ndarray, conditional: bool, atoms: bool) -> str:
+def case_of(
+    sides: dict[str, bool], x: np.ndarray, y: np.ndarray, conditional: bool, atoms: bool,
+    images: frozenset[str] = frozenset(),
+) -> str:  # fmt: skip
     """The kind of data (a key of :data:`mitool.estimators.CASES`); y is the discrete one of a
-    continuous-discrete pair; ``atoms``: a continuous side has point masses (:mod:`mitool.ties`)."""
+    continuous-discrete pair; ``atoms``: a continuous side has point masses (:mod:`mitool.ties`);
+    ``images``: the sides given as images, (n, H, W) or (n, C, H, W)."""
     if conditional:
         return "conditional"
     if sides["x"] and sides["y"]:
@@ -169,7 +174,8 @@ def case_of(sides: dict[str, bool], x: np.ndarray, y: np.ndarray, conditional: b
         return "discrete-y-high-dimension" if many else "discrete-y"
     if x.shape[1] + y.shape[1] <= LOW_DIMENSION:
         return "low-dimension"
-    return "surface" if any(on_a_surface(rows) for rows in (x, y)) else "continuous"
+    given = [rows for name, rows in (("x", x), ("y", y)) if name in images]
+    return "surface" if any(on_a_surface(rows) for rows in given) else "continuous"
 
 
 def on_a_surface(rows: np.ndarray, most: int = 20_000) -> bool:
@@ -269,6 +275,7 @@ def _plan(x: ArrayLike, y: ArrayLike, z: ArrayLike | None, options: _Options) ->
     }
     x_rows, y_rows, z_rows = as_rows(x, y, z)
     notes = [note for name, data in (("x", x), ("y", y), ("z", z)) if (note := image_note(name, data))]
+    images = frozenset(name for name, data in (("x", x), ("y", y)) if image_note(name, data))
     x_rows, dropped_x = _without_constant_columns("x", x_rows)
     y_rows, dropped_y = _without_constant_columns("y", y_rows)
     notes += dropped_x + dropped_y
@@ -294,14 +301,14 @@ def _plan(x: ArrayLike, y: ArrayLike, z: ArrayLike | None, options: _Options) ->
         notes.append("x is the discrete side: X and Y swapped (I is symmetric)")
     rows = {"x": x_rows, "y": y_rows, "z": z_rows}
     rows, atoms = _treated_ties(rows, sides, options, notes)
-    case = case_of(sides, rows["x"], rows["y"], rows["z"] is not None, atoms)
+    case = case_of(sides, rows["x"], rows["y"], rows["z"] is not None, atoms, images)
     if case == "ties" and options.estimator is not None and options.ties == "auto":
         if case not in estimators.estimator_class(options.estimator).cases:  # it takes continuous data
             rows, atoms = _treated_ties(rows, sides, replace(options, ties="dequantise"), notes)
             notes.append(f"{options.estimator} takes no atoms: they were dequantised too (MI unchanged, "
                          "but k-NN estimators resolve such spikes badly; the estimator for atoms is "
                          "atoms)")  # fmt: skip
-            case = case_of(sides, rows["x"], rows["y"], False, atoms)
+            case = case_of(sides, rows["x"], rows["y"], False, atoms, images)
     default = (options.defaults or estimators.DEFAULTS)[case].name
     notes.append(f"{estimators.CASES[case]}: estimator {options.estimator or default}")
     chosen = _chosen(options.estimator, case, options.settings, notes, options.defaults, len(rows["x"]))

@@ -226,7 +226,7 @@ def test_flow_encodes_images_to_their_surface_and_estimates_their_mi() -> None:
     u = rng.uniform(size=(2000, 2))
     x, y = _bump_images(u, 8), _bump_images(u + 0.05 * rng.normal(size=(2000, 2)), 8)
     reports: list[tuple[int, int]] = []
-    result = mitool.estimate(x, y, estimator="flow", encoder_steps=400, steps=200,
+    result = mitool.estimate(x, y, estimator="flow", encode=True, encoder_steps=400, steps=200,
                              progress=lambda done, total, value: reports.append((done, total)))  # fmt: skip
     assert result.value == pytest.approx(truth, rel=0.1)
     # one bar for the encoder's 400 steps and the flows' 200: the encoder every 100 steps, then the flows
@@ -237,7 +237,7 @@ def test_flow_encodes_images_to_their_surface_and_estimates_their_mi() -> None:
         "encoded to 2 coordinates by an autoencoder shared by x and y" in note for note in result.notes
     )
     with pytest.raises(ParameterError, match=r"^x has 64 columns that lie near a subspace of lower"):
-        mitool.estimate(x, y, estimator="flow", encode=False)
+        mitool.estimate(x, y, estimator="flow")  # without encode=True
 
 
 def test_the_default_sends_images_to_the_flows_and_tables_to_infonce() -> None:
@@ -246,11 +246,14 @@ def test_the_default_sends_images_to_the_flows_and_tables_to_infonce() -> None:
     images, v = _bumps(1500, 8)
     prepared = prepare(images, _bump_images(v, 8))
     assert prepared.estimator.name == "flow"
+    assert prepared.estimator.settings.encode is True
     assert any(
-        "near a surface of lower dimension (images): estimator flow" in note for note in prepared.notes
+        "pixels lie near a surface of lower dimension: estimator flow" in note for note in prepared.notes
     )
+    assert prepare(images.reshape(1500, -1), v).estimator.name == "infonce"  # rows of a table, not images
     x, y = _pair(1500, mi=1.0, dim=5)
-    assert prepare(x, y).estimator.name == "infonce"
+    collinear = np.column_stack([x, x[:, 0] + x[:, 1] + 1e-4 * x[:, 2]])  # a table with a near-sum column
+    assert prepare(collinear, y).estimator.name == "infonce"
 
 
 def test_twonn_gives_the_dimension_of_a_flat_or_curved_surface() -> None:

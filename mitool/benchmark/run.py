@@ -238,15 +238,19 @@ class Plan:
 
 def task_data(task: object, n: int, seed: int, precision: Precision = Precision()) -> tuple[np.ndarray, ...]:
     """n rows of ``task`` for ``seed``: (x, y), or (x, y, z) of a conditional task, drawn in float64
-    and given in ``precision``; the same for every estimator (the generator is seeded by the seed
-    and the task's name)."""
+    and given in ``precision`` (an image task's as images, (n, H, W)); the same for every estimator
+    (the generator is seeded by the seed and the task's name)."""
     import torch
 
     generator = torch.Generator().manual_seed(
         int(np.random.SeedSequence([seed, zlib.crc32(task.name.encode())]).generate_state(1)[0])
     )
-    parts = task.sample(n, generator=generator, dtype=torch.float64)
-    return tuple(precision.apply(part.numpy()) for part in parts)
+    parts = [
+        precision.apply(part.numpy()) for part in task.sample(n, generator=generator, dtype=torch.float64)
+    ]
+    if getattr(task, "image_shape", None):  # images, as a user gives them: (n, H, W)
+        parts = [part.reshape(n, *task.image_shape) for part in parts]
+    return tuple(parts)
 
 
 def _rows(cell: Cell, seeds: Sequence[int], results: Sequence, seconds: float) -> list[list[object]]:

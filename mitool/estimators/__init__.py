@@ -78,7 +78,7 @@ class Default:
 DEFAULTS: dict[str, Default] = {
     "continuous": Default("infonce", {"ensemble": 2}, small_sample={"folds": 5}),
     "low-dimension": Default("ksg", {"normalise": "rank"}),
-    "surface": Default("flow"),
+    "surface": Default("flow", {"encode": True}),
     "discrete": Default("plugin"),
     "discrete-y": Default("ross"),
     "discrete-y-high-dimension": Default("classifier"),
@@ -92,11 +92,11 @@ tasks at n = 1000 the mean absolute error went from 0.111 to 0.093 and the tasks
 25 to 30 (v2: 0.167 to 0.157, 14 to 16 of 26), for 2.4 times the time (4.5 to 10.8 s an estimate);
 ``python bench/bmi_samples.py --suite v1 --pairs 1000 --estimator default:folds=5``. At n = 2500, on the 30 v1
 tasks that InfoNCE takes: 0.064 to 0.057 (9.5 to 22 s). At 5000 it would break the time target.
-Continuous data whose columns lie near a surface of lower dimension (images) go to the flows, which
-encode such a side to the surface's dimension first (:mod:`mitool.estimators.encoding`): on the
-``highmi`` suite's images at n = 10 000 (bumps and rectangles, 2.5 to 10 nats) every estimate came
-within 10% of the truth, where InfoNCE's MLP critic was 26-52% short on four of the seven and capped
-on two."""
+Images (data given as (n, H, W) or (n, C, H, W) arrays) whose pixels lie near a surface of lower
+dimension go to the flows, which encode such a side to the surface's dimension first
+(:mod:`mitool.estimators.encoding`): on the ``highmi`` suite's images at n = 10 000 (bumps and
+rectangles, 2.5 to 10 nats) every estimate came within 10% of the truth, where InfoNCE's MLP critic
+was 26-52% short on four of the seven and capped on two."""
 
 
 @functools.cache

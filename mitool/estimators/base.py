@@ -55,7 +55,7 @@ __all__ = [
 CASES: dict[str, str] = {
     "continuous": "X and Y continuous",
     "low-dimension": "X and Y continuous, 3 dimensions or fewer in all",
-    "surface": "X and Y continuous, the columns of a side near a surface of lower dimension (images)",
+    "surface": "X and Y continuous, a side given as images whose pixels lie near a lower-dimensional surface",
     "discrete": "X and Y discrete (class labels, counts with few values)",
     "discrete-y": "X continuous, Y discrete (features against class labels)",
     "discrete-y-high-dimension": "X continuous of more than 10 dimensions, Y discrete, 1000 pairs or more",

@@ -15,10 +15,12 @@ their image tasks with an autoencoder before their flows; here:
    mu = r_2 / r_1 of a point's distances to its second and first nearest neighbours follows
    P(mu > m) = m^-d, whose maximum-likelihood exponent over N points is d = N / sum_i log mu_i
    (:func:`intrinsic_dimension`, on at most 2000 rows, rounded to a whole number). The bumps and
-   rectangles of the ``highmi`` suite give 1.92-1.98 and 4.19-4.24 (their latents have 2 and 4).
+   rectangles of the ``highmi`` suite give 1.9-2.0 and 4.2-4.4 (their latents have 2 and 4).
 2. **An autoencoder** with a bottleneck of d coordinates (:func:`encode`). The rows are centred
-   and projected on their first P = min(32, columns) principal axes (the bumps keep 99.99% of
-   their variance, the rectangles 99.6%), scaled so that the first has unit variance. The code is
+   and projected on their first P = min(32, columns) principal axes (the bumps keep 99.998% of
+   their variance, the rectangles 94%; 64 axes for the rectangles moved the estimates at 2.5, 5
+   and 10 nats by -0.09, +0.15 and +0.12 nats, one draw each), scaled so that the first has unit
+   variance. The code is
    the first d principal coordinates, each scaled to unit variance, plus a 2-hidden-layer MLP of
    the P coordinates whose last layer starts at zero, so that training starts at the principal
    coordinates; a 2-hidden-layer MLP decodes the code back to the P coordinates. Adam minimises
@@ -30,11 +32,16 @@ their image tasks with an autoencoder before their flows; here:
    dependence's spread: bumps as 16 x 16 images at 10 nats, n = 10 000, gave 8.93 (2000 flow
    steps; with the flow's default 600 its fit was refused) against 9.84 with one encoder.
 
-Measured at n = 10 000 (the ``highmi`` suite's images; one core; docs/mi-benchmark.md has the
-table): bumps 16 x 16 at 2.5, 5 and 10 nats 2.51, 5.00, 9.84; rectangles 16 x 16 at 2.5 and 5 nats
-2.29, 4.62 with an encoder per side. An encoder that is not injective on the surface (a fold)
-loses information: the estimate is then below the MI; the encoder's relative reconstruction error
-(``details``) says how well it describes the rows.
+The rows are reconstructed in their own units, as pixels share one; on a table of measurements in
+different units the encoder would describe the columns of large variance and may lose the others,
+so the default estimator encodes only data given as images (:func:`mitool.estimation.on_a_surface`).
+
+Measured at n = 10 000 on the ``highmi`` suite's images, by the default estimator (``mitool
+benchmark``, seeds 0 and 1, one core; docs/mi-benchmark.md has the table): bumps 16 x 16 at 2.5, 5
+and 10 nats and 32 x 32 at 5 nats, and rectangles 16 x 16 at 2.5, 5 and 10 nats, each within 7% of
+the truth, in 27 to 54 s an estimate. An encoder that is not injective on the surface (a fold)
+loses information, and the estimate is then below the MI; the encoder's relative reconstruction
+error (``details``) says how well it describes the rows.
 """
 
 from __future__ import annotations
