@@ -96,7 +96,8 @@ def estimate_command(
     eqco: log(alpha + 1)), KSG's psi(n) - psi(k): an estimate near its ceiling is a lower bound,
     its interval open above ("at least"); the default then estimates with flow (normalizing flows
     to a joint Gaussian, not capped) and reports it where it agrees. Images: .npy arrays of shape
-    (n, H, W) or (n, C, H, W), read as rows of pixels.
+    (n, H, W) or (n, C, H, W), read as rows of pixels; where the pixels lie near a surface of lower
+    dimension, the default encodes each side to that dimension before the flows.
     """
     from mitool.cli.common import EstimateProgress
     from mitool.cli.io import load_samples
@@ -108,8 +109,8 @@ def estimate_command(
     if estimator is not None:
         estimators.get(estimator, **settings)  # an unknown setting is refused before the data are read
     read = [load_samples(path, name) for path, name in ((x, "X"), (y, "Y"), (z, "Z")) if path is not None]
-    x_data, y_data = read[0].values, read[1].values
-    z_data = None if z is None else read[2].values
+    x_data, y_data = read[0].as_given(), read[1].as_given()
+    z_data = None if z is None else read[2].as_given()
     progress = EstimateProgress(f"{estimator or 'estimate'}", enabled=not quiet)
     try:
         result = estimate(
@@ -118,5 +119,8 @@ def estimate_command(
         )  # fmt: skip
     finally:
         progress.close()
-    result = result.with_notes(*(note for samples in read for note in samples.notes))
+    noted = {note.lower() for note in result.notes}  # images: estimate() noted them itself ("x: ...")
+    result = result.with_notes(
+        *(note for samples in read for note in samples.notes if note.lower() not in noted)
+    )
     click.echo(json.dumps(result.as_dict()) if as_json else str(result))

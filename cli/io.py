@@ -43,12 +43,22 @@ class Samples:
     columns: the column names from a CSV header (without a left-out index column; "" where the
         header leaves one empty), None without a header;
     notes: what was decided while reading, each starting with the name ("X: ..."), for the
-        result's notes.
+        result's notes;
+    image_shape: the shape of each sample of a .npy/.npz array of images, (H, W) or (C, H, W)
+        (``values`` holds them flattened), None otherwise.
     """
 
     values: np.ndarray
     columns: tuple[str, ...] | None = None
     notes: tuple[str, ...] = ()
+    image_shape: tuple[int, ...] | None = None
+
+    def as_given(self) -> np.ndarray:
+        """The samples as the file gave them: images as images (n, H, W) or (n, C, H, W), which
+        :func:`mitool.estimate` reads as such (and notes), else ``values``."""
+        if self.image_shape is None:
+            return self.values
+        return self.values.reshape(len(self.values), *self.image_shape)
 
 
 def load_samples(path: str | Path, name: str) -> Samples:
@@ -105,11 +115,11 @@ def _array_samples(data: np.ndarray, path: Path, name: str) -> Samples:
         raise ValueError(
             f"{name}: {path} must hold numbers or text labels (dtype <U), got dtype {data.dtype}"
         )
-    notes = (note,) if (note := image_note(name, data)) else ()
+    notes, image_shape = ((note,) if (note := image_note(name, data)) else ()), None
     if data.ndim == 1:
         data = data[:, None]
     if data.ndim in IMAGE_DIMENSIONS:
-        data = data.reshape(len(data), -1)
+        image_shape, data = data.shape[1:], data.reshape(len(data), -1)
     if data.ndim != 2 or data.shape[0] < 1 or data.shape[1] < 1:
         raise ValueError(
             f"{name}: expected one row per sample (a 1-D or 2-D array, or images (n, H, W) or (n, C, H, W)), "
@@ -126,7 +136,7 @@ def _array_samples(data: np.ndarray, path: Path, name: str) -> Samples:
         raise ValueError(
             f"{name}: {path} holds NaN or infinite values (first in row {row}); remove or fill them"
         )
-    return Samples(data, None, notes)
+    return Samples(data, None, notes, image_shape)
 
 
 # --- CSV: the rules, as functions of the rows -------------------------------------------------------
