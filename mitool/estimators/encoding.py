@@ -16,21 +16,22 @@ their image tasks with an autoencoder before their flows; here:
    P(mu > m) = m^-d, whose maximum-likelihood exponent over N points is d = N / sum_i log mu_i
    (:func:`intrinsic_dimension`, on at most 2000 rows, rounded to a whole number). The bumps and
    rectangles of the ``highmi`` suite give 1.9-2.0 and 4.2-4.4 (their latents have 2 and 4).
-2. **An autoencoder** with a bottleneck of d coordinates (:func:`encode`). The rows are centred
-   and projected on their first P = min(32, columns) principal axes (the bumps keep 99.998% of
-   their variance, the rectangles 94%; 64 axes for the rectangles moved the estimates at 2.5, 5
-   and 10 nats by -0.09, +0.15 and +0.12 nats, one draw each), scaled so that the first has unit
-   variance. The code is
-   the first d principal coordinates, each scaled to unit variance, plus a 2-hidden-layer MLP of
-   the P coordinates whose last layer starts at zero, so that training starts at the principal
-   coordinates; a 2-hidden-layer MLP decodes the code back to the P coordinates. Adam minimises
-   the squared error over random batches of the training rows, with a one-cycle schedule.
+2. **An autoencoder** with a bottleneck of d coordinates (:func:`encode`). The rows are centred and
+   projected on their first P = min(32, columns) principal axes (the bumps keep 99.998% of their
+   variance, the rectangles 94%; 64 axes for the rectangles moved the estimates at 2.5, 5 and 10
+   nats by -0.09, +0.15 and +0.12 nats, one draw each, by a prototype of this module), scaled so
+   that the first has unit variance. The code is the first d principal coordinates, each scaled to
+   unit variance, plus a 2-hidden-layer MLP of the P coordinates whose last layer starts at zero, so
+   that training starts at the principal coordinates; a 2-hidden-layer MLP decodes the code back to
+   the P coordinates. Adam minimises the squared error over random batches of the training rows,
+   with a one-cycle schedule.
 3. **One encoder for both sides** where both lie on a surface and have the same number of
    columns (trained on the rows of both): the codes of a pair that determine each other lie near
    the line e(x) = e(y), which the flows' fixed linear maps align at once. With an encoder per
    side the flows must learn the map from one encoder's codes to the other's to within the
    dependence's spread: bumps as 16 x 16 images at 10 nats, n = 10 000, gave 8.93 (2000 flow
-   steps; with the flow's default 600 its fit was refused) against 9.84 with one encoder.
+   steps; with the flow's default 600 its fit was refused) against 9.84 with one encoder (the
+   prototype's runs).
 
 The rows are reconstructed in their own units, as pixels share one; on a table of measurements in
 different units the encoder would describe the columns of large variance and may lose the others,

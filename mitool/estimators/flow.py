@@ -78,16 +78,17 @@ point of the unit square is 256 pixels on a 2-dimensional surface) have no joint
 canonical correlations of nearly collinear columns approach 1 whatever the dependence, and the
 estimate is meaningless (Gaussian bumps of 5 nats as 16 x 16 images, n = 10 000: 78 nats). Such a
 side (:data:`COLLINEARITY`: the smallest eigenvalue of the correlation matrix of its fit rows below
-that fraction of the largest; the bump and rectangle images: 5e-6 and 3e-5; Gaussians of 64
-dimensions, rotated maps, the spiral: 0.69 to 0.94) is first encoded to as many coordinates as its
-surface has, by an autoencoder trained on the training rows (``encode``; one for both sides where
-both need it, :mod:`mitool.estimators.encoding`), and the flows model the codes, with
-``encode=True`` (the default estimator's setting for data given as images); otherwise it is refused.
-The encoder reconstructs the rows in their own units, as pixels share one: on a table of
-measurements in different units it describes the columns of large variance and may lose the others
-(scikit-learn's breast cancer data, the 10 "mean" features against the 10 "worst": 2.90 nats
-encoded, where InfoNCE's lower bound is 4.32). The codes' MI is the data's where the encoder is
-injective on the surface, and below it where the encoder folds.
+that fraction of the largest; as given, the bump and rectangle images: 0 to float precision and
+9e-6; prepared, 5e-6 and 3e-5; Gaussians of 64 dimensions, rotated maps, the spiral: 0.69 to 0.94)
+is first encoded to as many coordinates as its surface has, by an autoencoder trained on the
+training rows (``encode``; one for both sides where both need it,
+:mod:`mitool.estimators.encoding`), and the flows model the codes, with ``encode=True`` (the default
+estimator's setting for data given as images); otherwise it is refused. The encoder reconstructs the
+rows in their own units, as pixels share one: on a table of measurements in different units it
+describes the columns of large variance and may lose the others (scikit-learn's breast cancer data,
+the 10 "mean" features against the 10 "worst": 2.90 nats encoded, where InfoNCE's lower bound is
+4.32). The codes' MI is the data's where the encoder is injective on the surface, and below it where
+the encoder folds.
 """
 
 from __future__ import annotations
