@@ -159,14 +159,14 @@ def encode(
     generator = torch.Generator().manual_seed(seed)
     train_rows = torch.as_tensor(np.asarray(train))
     for step in range(1, steps + 1):
-        if progress is not None and (step % 100 == 0 or step == steps):
-            progress(step, steps, math.nan)
         batch = train_rows[torch.randint(len(train_rows), (batch_size,), generator=generator)]
         loss = (decoder(encoder(principal[batch]) + linear[batch]) - principal[batch]).pow(2).sum(-1).mean()
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
         schedule.step()
+        if progress is not None and (step % 100 == 0 or step == steps):
+            progress(step, steps, math.nan)
     with torch.no_grad():
         codes = encoder(principal) + linear
         target = principal[train_rows]
