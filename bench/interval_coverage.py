@@ -12,11 +12,18 @@ it misses on.
 
     python bench/interval_coverage.py bench/results/benchmark/bmi_samples_v1.json \\
         bench/results/benchmark/bmi_samples_v2.json runs/n1000/bmi_samples_v1_n1000.json ...
+
+A ``results.csv`` of ``mitool benchmark`` is read too, as FILE or FILE:ESTIMATOR (its rows of that
+estimator only), its suite named by its folder: the flow route's allowance on the highmi suite,
+
+    python bench/interval_coverage.py bench/results/benchmark/highmi/results.csv:flow \\
+        bench/results/benchmark/highmi-images-encoded/results.csv
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 from pathlib import Path
 
@@ -25,9 +32,28 @@ import numpy as np
 ALLOWANCES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
 
 
+def load_results_csv(spec: str) -> list[dict]:
+    """The rows of a ``mitool benchmark`` results.csv given as FILE or FILE:ESTIMATOR."""
+    path, _, estimator = spec.partition(".csv:")
+    path = Path(path if path.endswith(".csv") else path + ".csv")
+    rows = []
+    with path.open() as file:
+        for row in csv.DictReader(file):
+            if estimator and row["estimator"] != estimator or not row["estimate"] or row["estimate"] == "nan":
+                continue
+            values = {key: float(row[key]) for key in ("estimate", "ci_low", "ci_high")}
+            rows.append(
+                {**values, "true_mi": float(row["true_mi"]), "n": int(row["n"]), "suite": path.parent.name}
+            )
+    return rows
+
+
 def load(paths: list[str]) -> list[dict]:
     rows = []
     for path in paths:
+        if ".csv" in path:
+            rows += load_results_csv(path)
+            continue
         data = json.loads(Path(path).read_text())
         for row in data["rows"]:
             if row.get("estimate") is not None and row.get("ci_low") is not None:

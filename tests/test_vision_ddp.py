@@ -66,6 +66,19 @@ def _global_batch() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _train(method: str, rank: int, world: int) -> dict[str, torch.Tensor]:
+    default = torch.get_default_dtype()
+    # in float64: in float32 DCLW's narrow weights turned the sums' order (ranks, threads, the CPU's
+    # kernels) into differences of 1.4e-4 on one machine, beyond TOLERANCE; in float64 the methods
+    # differ by at most 7e-6 (simo-dclw), and a weighting normalised per rank is a systematic
+    # difference (2e-3 to 2e-2 in float32, the module), not a rounding one
+    torch.set_default_dtype(torch.float64)
+    try:
+        return _train_in_default_dtype(method, rank, world)
+    finally:
+        torch.set_default_dtype(default)
+
+
+def _train_in_default_dtype(method: str, rank: int, world: int) -> dict[str, torch.Tensor]:
     torch.manual_seed(0)
     model = build_method(_config(method), 3, torch.device("cpu"))
     step_model = wrap_for_data_parallel(model, torch.device("cpu"))
