@@ -398,8 +398,8 @@ class FlowGaussian(Estimator):
         split = split_pairs(len(x), settings.test_fraction, settings.validation_fraction, seed)
         notes: list[str] = []
         sides = {"x": x, "y": y}
-        surface = {name: rows for name, rows in sides.items() if collinearity(rows[split.fit]) < COLLINEARITY}
-        surface = surface if settings.encode else {}
+        surface = {name: rows for name, rows in sides.items()
+                   if settings.encode and collinearity(rows[split.fit]) < COLLINEARITY}  # fmt: skip
         encoders = 1 if len(surface) == 2 and x.shape[1] == y.shape[1] else len(surface)
         total, done = encoders * settings.encoder_steps + settings.steps, encoders * settings.encoder_steps
         encodings, shared = _encodings(surface, split, settings, seed, _in_steps_of(progress, total))
