@@ -1,4 +1,5 @@
-"""Shared test settings: one torch thread per free core (at most 2), Ctrl-C deliverable to the
+"""Shared test settings: one torch thread per free core (at most 2), divided among the workers of
+``pytest -n`` (pytest-xdist: `make test` runs one worker per core), Ctrl-C deliverable to the
 children the tests start, and the device under test.
 
 Set MITOOL_TEST_DEVICE=cuda to run the device-aware tests on a GPU (bench/gpu_check.sh does).
@@ -14,7 +15,7 @@ import torch
 
 from mitool.runtime import set_threads_to_free_cores
 
-set_threads_to_free_cores(maximum=2)
+set_threads_to_free_cores(maximum=max(1, 2 // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
 
 # Started in the background by a shell without job control (`(make test &)`), pytest inherits
 # SIGINT ignored, and so would every child it starts, so that the tests sending a child Ctrl-C saw
