@@ -76,7 +76,7 @@ class Default:
 
 
 DEFAULTS: dict[str, Default] = {
-    "continuous": Default("infonce", {"ensemble": 2}, small_sample={"folds": 5}),
+    "continuous": Default("infonce", {"ensemble": 2, "normalise": "auto"}, small_sample={"folds": 5}),
     "low-dimension": Default("ksg", {"normalise": "rank"}),
     "surface": Default("flow", {"encode": True}),
     "discrete": Default("plugin"),
