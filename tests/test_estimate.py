@@ -264,9 +264,11 @@ def test_the_defaults_continuous_routes_allow_for_their_downward_bias_above_the_
     assert bias_allowance_note(bound) is bound
 
 
-def test_the_default_cross_fits_small_samples_only() -> None:
+def test_the_default_cross_fits_small_samples_and_chooses_the_preparation_on_larger_ones() -> None:
     """Below SMALL_SAMPLE pairs the default's InfoNCE takes folds=5 (every pair scored once, by
-    critics trained on the other folds); an estimator asked for by name keeps its own settings."""
+    critics trained on the other folds) on rank scores; from SMALL_SAMPLE pairs one split, rank
+    scores and z-scores both tried (normalise=auto); an estimator asked for by name keeps its own
+    settings."""
     from mitool.estimators import DEFAULTS, SMALL_SAMPLE
 
     assert DEFAULTS["continuous"].settings_for(SMALL_SAMPLE - 1)["folds"] == 5
@@ -276,5 +278,12 @@ def test_the_default_cross_fits_small_samples_only() -> None:
     by_default = mitool.estimate(x, y, **small)
     assert by_default.estimator == "infonce" and "over the 5 folds" in by_default.interval
     assert by_default.details["n_test"] == 600  # every pair scored once
+    assert by_default.details["normalise"] == "rank" and "validation_by_normalise" not in by_default.details
+    x_large, y_large = CorrelatedGaussian(2, mi=0.5).sample(
+        SMALL_SAMPLE, generator=torch.Generator().manual_seed(1)
+    )
+    larger = mitool.estimate(x_large**3, y_large, **small)  # cubes: rank scores and z-scores differ
+    assert "folds" not in larger.interval
+    assert list(larger.details["validation_by_normalise"]) == ["rank", "standard"]
     named = mitool.estimate(x, y, estimator="infonce", **small)
     assert "folds" not in named.interval and named.details["n_test"] < 600

@@ -14,7 +14,10 @@ An estimate is made in five steps:
    rows; both are increasing per coordinate, so the MI does not change. ``"auto"`` makes the
    estimate under both, on the same splits, and keeps the one whose critics score higher on the
    validation pairs: rank scores suit heavy tails (Student-t), z-scores keep the scale that
-   carries the dependence in a scale mixture (bmi's concentric Gaussians).
+   carries the dependence in a scale mixture (bmi's concentric Gaussians). The choice needs enough
+   validation pairs: each value is the best of many scores kept by early stopping, and with few
+   pairs the noisier critic wins it (the default uses ``auto`` from 3000 pairs:
+   :data:`mitool.estimators.DEFAULTS`).
 3. ``base``: the log density ratio of the Gaussian fitted to the training rows (in canonical
    coordinates, kept to the rank r, the number of canonical pairs, and to the share w of related
    pairs, the rest independent, whose validation InfoNCE is highest:
