@@ -76,10 +76,11 @@ class EstimateProgress:
     may end it sooner).
 
     The note says what the value is. Only critic training reports values before the end: the
-    bound on the validation pairs (``validation value 6.397 nats at step 650``); at its end it
-    reports the last or the best of them (the critic is kept at its best), said with the word that
-    the estimate is scored on the held-out pairs, so differs. Any other last value (a k-NN estimate
-    on all pairs) is left out: the result printed next is the estimate."""
+    bound on the validation pairs (``validation value 6.397 nats after 650 steps``: the steps of
+    training so far, those of critics trained before it included, as ``normalise="auto"`` trains
+    twice); at its end it reports the last or the best of them (the critic is kept at its best),
+    said with the word that the estimate is scored on the held-out pairs, so differs. Any other
+    last value (a k-NN estimate on all pairs) is left out: the result printed next is the estimate."""
 
     def __init__(self, label: str, enabled: bool) -> None:
         self.label, self.enabled, self.bar = label, enabled, None
@@ -99,7 +100,7 @@ class EstimateProgress:
             return ""
         if done < total:
             self.validated = True
-            return f"validation value {value:.3f} nats at step {done}"
+            return f"validation value {value:.3f} nats after {done} steps"
         if self.validated:
             return f"validation value {value:.3f} nats; the estimate is scored on the held-out pairs"
         return ""

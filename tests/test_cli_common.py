@@ -118,7 +118,7 @@ def test_the_progress_note_says_what_the_value_is() -> None:
     from mitool.cli.common import EstimateProgress
 
     neural = EstimateProgress("infonce", enabled=False)
-    assert neural.note(50, 2000, 6.1) == "validation value 6.100 nats at step 50"
+    assert neural.note(50, 2000, 6.1) == "validation value 6.100 nats after 50 steps"
     assert neural.note(650, 2000, math.nan) == ""
     assert neural.note(2000, 2000, 6.397) == (
         "validation value 6.397 nats; the estimate is scored on the held-out pairs"

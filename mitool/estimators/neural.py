@@ -672,10 +672,16 @@ def _preparations_differ(rows: Sequence[tuple[np.ndarray, ...]]) -> bool:
 
 
 def _stage(progress: Progress | None, stage: int, stages: int) -> Progress | None:
-    """``progress`` of stage ``stage`` of ``stages`` equal ones: its steps after the earlier stages'."""
+    """``progress`` of stage ``stage`` of ``stages`` equal ones: its steps after the earlier stages';
+    a stage's closing report (its best value, at its last step) only for the last stage."""
     if progress is None:
         return None
-    return lambda done, total, value: progress(stage * total + done, stages * total, value)
+
+    def report(done: int, total: int, value: float) -> None:
+        if done < total or stage == stages - 1:
+            progress(stage * total + done, stages * total, value)
+
+    return report
 
 
 def _related_words(gaussian: Any, run: int) -> str:
