@@ -76,9 +76,7 @@ class Default:
 
 
 DEFAULTS: dict[str, Default] = {
-    "continuous": Default(
-        "infonce", {"ensemble": 2, "normalise": "auto"}, small_sample={"folds": 5, "normalise": "rank"}
-    ),
+    "continuous": Default("infonce", {"ensemble": 2}, small_sample={"folds": 5}),
     "low-dimension": Default("ksg", {"normalise": "rank"}),
     "surface": Default("flow", {"encode": True}),
     "discrete": Default("plugin"),
@@ -94,12 +92,12 @@ tasks at n = 1000 the mean absolute error went from 0.111 to 0.093 and the tasks
 25 to 30 (v2: 0.167 to 0.157, 14 to 16 of 26), for 2.4 times the time (4.5 to 10.8 s an estimate);
 ``python bench/bmi_samples.py --suite v1 --pairs 1000 --estimator default:folds=5``. At n = 2500, on the 30 v1
 tasks that InfoNCE takes: 0.064 to 0.057 (9.5 to 22 s). At 5000 it would break the time target.
-From 3000 pairs the critics are trained on rank scores and on z-scores (``normalise="auto"``), the
-one of the higher validation value kept: on bmi's own v2 samples at n = 5000 the concentric
-Gaussians in 25 dimensions went from -0.25 to -0.06 nats. Below, the validation pairs are too few
-to choose by (120 a fold at n = 1000): the noisier z-score critics won on a validation value their
-early stopping had picked as the best of many (Student-t 5 x 5, 0.376 against 0.323) and scored
-0.012 on the test pairs, where rank scores gave 0.329 (truth 0.448); so rank scores there.
+The default keeps rank scores. ``normalise="auto"`` (rank scores and z-scores, the one of the
+higher validation value kept) took bmi's concentric Gaussians in 25 dimensions from -0.25 to -0.06
+nats at n = 5000, but it chose z-scores on validation values that their early stopping had picked
+as the best of many: on Student-t 5 x 5 at n = 1000 it scored 0.012 on the test pairs where rank
+scores gave 0.329 (truth 0.448), and on the ``highmi`` suite's Student-t 20 x 20 of 10 nats
+(n = 10 000, seed 1) it gave 1.36 [-4.67, 7.38], where rank scores go on to the flows and 9.07.
 Images (data given as (n, H, W) or (n, C, H, W) arrays) whose pixels lie near a surface of lower
 dimension go to the flows, which encode such a side to the surface's dimension first
 (:mod:`mitool.estimators.encoding`): on the ``highmi`` suite's images at n = 10 000 (bumps and

@@ -15,8 +15,8 @@ An estimate is made in five steps:
    estimate under both, on the same splits, and keeps the one whose critics score higher on the
    validation pairs: rank scores suit heavy tails (Student-t), z-scores keep the scale that
    carries the dependence in a scale mixture (bmi's concentric Gaussians). The choice needs enough
-   validation pairs: each value is the best of many scores kept by early stopping, and with few
-   pairs the noisier critic wins it (the default uses ``auto`` from 3000 pairs:
+   validation pairs: each value is the best of many scores kept by early stopping, and the noisier
+   critic can win it and then fail on the test pairs (the default keeps rank scores for that:
    :data:`mitool.estimators.DEFAULTS`).
 3. ``base``: the log density ratio of the Gaussian fitted to the training rows (in canonical
    coordinates, kept to the rank r, the number of canonical pairs, and to the share w of related
