@@ -123,10 +123,7 @@ class GaussianCritics:
         own_y = (v**2 * rho**2 / (2 * one)).sum(-1)
         constant = -0.5 * torch.log(one).sum(-1)  # (R, 1)
         scores = cross - own_x[:, :, None] - own_y[:, None, :] + constant[:, :, None]
-        if bool((self.weight == 1.0).all()):
-            return scores
-        weight = self.weight[:, None, None]
-        return torch.logaddexp(scores + torch.log(weight), torch.log1p(-weight))
+        return _with_unrelated_pairs(scores, self.weight[:, None, None])
 
     def run(self, index: int) -> Callable[[Tensor, Tensor], Tensor]:
         """Critic ``index`` alone, as ``critic(x (B, dx), y (M, dy)) -> (B, M)``."""
@@ -157,6 +154,16 @@ def _held_out(scores_of: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tenso
     return float(np.average(values, weights=sizes))
 
 
+def _with_unrelated_pairs(scores: Tensor, weight: Tensor | float) -> Tensor:
+    """log(w exp(scores) + 1 - w): the related pairs' critic made the mixture's, a share 1 - w of the
+    pairs unrelated (see the module); ``weight`` broadcasts against ``scores``, which are returned
+    as they are where every w is 1."""
+    weight = torch.as_tensor(weight, dtype=scores.dtype, device=scores.device)
+    if bool((weight == 1.0).all()):
+        return scores
+    return torch.logaddexp(scores + torch.log(weight), torch.log1p(-weight))
+
+
 def related_correlations(observed: np.ndarray, weight: float) -> np.ndarray:
     """rho_i = r_i / w, the correlations of the related pairs when a fraction w of the pairs is
     related and the observed canonical correlations are r_i, kept within :data:`MAX_CORRELATION`."""
@@ -170,14 +177,6 @@ def _rank_values(fitted: Sequence[Tensor], weight: float, x: Tensor, y: Tensor, 
     term (one pass over the pairs per block)."""
     mean_x, mean_y, map_x, map_y, rho = fitted
     totals, sizes = torch.zeros(len(rho) + 1, dtype=torch.float64), []
-
-    def mixed(scores: Tensor) -> Tensor:
-        if weight == 1.0:
-            return scores
-        return torch.logaddexp(
-            scores + math.log(weight), torch.tensor(math.log1p(-weight), dtype=scores.dtype)
-        )
-
     for rows in torch.tensor_split(torch.arange(len(x)), max(1, math.ceil(len(x) / block))):
         u = (x[rows] - mean_x) @ map_x.T  # (b, m)
         v = (y[rows] - mean_y) @ map_y.T
@@ -190,7 +189,7 @@ def _rank_values(fitted: Sequence[Tensor], weight: float, x: Tensor, y: Tensor, 
                 - (r**2 / (2 * one)) * (u[:, pair, None] ** 2 + v[None, :, pair] ** 2)
                 - 0.5 * torch.log(one)
             )
-            totals[pair + 1] += infonce_of_scores(mixed(scores)) * len(rows)
+            totals[pair + 1] += infonce_of_scores(_with_unrelated_pairs(scores, weight)) * len(rows)
         sizes.append(len(rows))
     return (totals / sum(sizes)).tolist()
 
