@@ -49,6 +49,7 @@ __all__ = [
     "one_by_one",
     "setting",
     "satterthwaite",
+    "standard_errors_above_zero",
     "student_interval",
 ]
 
@@ -510,6 +511,21 @@ def mean_and_stderr(values: np.ndarray) -> tuple[float, float]:
     if len(values) < 2:
         return mean, math.nan
     return mean, float(np.std(values, ddof=1) / math.sqrt(len(values)))
+
+
+def standard_errors_above_zero(differences: np.ndarray) -> np.ndarray:
+    """The mean of paired ``differences`` over the last axis in standard errors of that mean,
+    mean / (std / sqrt(C)): how far one of two paired estimates exceeds the other, in its noise
+    (+-inf where the differences are one constant other than 0, 0 where all are 0).
+
+    >>> standard_errors_above_zero(np.array([[0.1, 0.3, 0.2], [0.0, 0.0, 0.0]])).round(2).tolist()
+    [3.46, 0.0]
+    """
+    differences = np.asarray(differences, dtype=float)
+    means = differences.mean(axis=-1)
+    spread = differences.std(axis=-1, ddof=1) / math.sqrt(differences.shape[-1])
+    scaled = means / np.where(spread > 0, spread, 1.0)
+    return np.where(spread > 0, scaled, np.sign(means) * np.where(means != 0, np.inf, 0.0))
 
 
 def student_interval(values: np.ndarray, level: float) -> tuple[float, float, float, float]:

@@ -1,0 +1,95 @@
+"""KSG's k by Lepski's rule (``adapt_k``, :func:`mitool.estimators.ksg.adapted_k`): the pointwise
+values against a plain implementation, k kept where no k is biased, lowered on bmi's waves where
+k = 5 blurs the sheets, and the default for low-dimensional data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import digamma
+
+from mitool import estimators
+from mitool.benchmark import bmi_v2
+from mitool.checks import ParameterError
+from mitool.estimators.ksg import ADAPT_Z, adapted_k, ksg, ksg_point_values
+
+
+def plain_ksg_terms(x: np.ndarray, y: np.ndarray, k: int) -> np.ndarray:
+    """KSG estimator I's pointwise terms from all pairwise max-norm distances (no trees)."""
+    n = len(x)
+    distance_x = np.abs(x[:, None, :] - x[None, :, :]).max(axis=2)
+    distance_y = np.abs(y[:, None, :] - y[None, :, :]).max(axis=2)
+    joint = np.maximum(distance_x, distance_y)
+    np.fill_diagonal(joint, np.inf)
+    radius = np.sort(joint, axis=1)[:, k - 1]
+    np.fill_diagonal(distance_x, np.inf)
+    np.fill_diagonal(distance_y, np.inf)
+    count_x = (distance_x < radius[:, None]).sum(axis=1)
+    count_y = (distance_y < radius[:, None]).sum(axis=1)
+    return digamma(k) + digamma(n) - digamma(count_x + 1) - digamma(count_y + 1)
+
+
+def standardised(values: np.ndarray) -> np.ndarray:
+    return (values - values.mean(axis=0)) / values.std(axis=0)
+
+
+def waves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    x, y = bmi_v2.task_waves().sample(n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return x.double().numpy(), y.double().numpy()
+
+
+WAVES_MI = bmi_v2.MONTE_CARLO_MI["2v1-waves-12-5.0-3.0"][0]
+
+
+def test_pointwise_values_are_ksgs_terms_for_every_k() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 2))
+    y = x[:, :1] + rng.normal(size=(300, 1))
+    values = ksg_point_values(x, y, [1, 2, 5])
+    for row, k in enumerate((1, 2, 5)):
+        np.testing.assert_allclose(
+            values[row], plain_ksg_terms(standardised(x), standardised(y), k), atol=1e-9
+        )
+        assert values[row].mean() == pytest.approx(ksg(x, y, k=k), abs=1e-12)  # the same up to rounding
+
+
+def test_the_rule_keeps_the_largest_k_no_smaller_k_exceeds_by_more_than_the_threshold() -> None:
+    noise = np.random.default_rng(1).normal(size=(4, 2000))  # standard error of a difference: 0.032
+    assert adapted_k(noise)[0] == 3
+    assert adapted_k(noise + [[0.0], [0.0], [0.0], [-0.5]])[0] == 2  # k_4 lower than the rest: blurred
+    assert adapted_k(noise + [[0.5], [0.0], [0.0], [0.0]])[0] == 0  # only k_1 departs from the others
+    assert adapted_k(noise + [[-0.5], [0.0], [0.0], [0.0]])[0] == 3  # a smaller k lower: not KSG's blur
+    _, departure = adapted_k(noise + [[0.0], [0.0], [0.0], [-0.5]])
+    assert departure == pytest.approx(0.5 / np.sqrt(2 / 2000), rel=0.1) and departure > ADAPT_Z
+
+
+@pytest.mark.parametrize(
+    ("dims", "rho", "n"), [((1, 1), 0.8, 2000), ((2, 1), 0.95, 1000), ((1, 1), 0.0, 500)]
+)
+def test_k_is_kept_on_gaussian_pairs_where_no_k_is_biased(dims: tuple[int, int], rho: float, n: int) -> None:
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        x = rng.normal(size=(n, dims[0]))
+        y = rho * x[:, :1] + np.sqrt(1 - rho**2) * rng.normal(size=(n, 1))
+        result = estimators.get("ksg", normalise="rank", adapt_k=True).estimate(x, y, seed=seed)
+        assert result.details["k"] == 5 and result.details["k_departure"] < ADAPT_Z
+        assert result.value == pytest.approx(ksg(x, y, k=5, normalise="rank"), abs=1e-12)
+        assert not any("k lowered" in note for note in result.notes)
+
+
+def test_k_is_lowered_on_bmis_waves_and_the_estimate_nears_the_truth() -> None:
+    x, y = waves(3000, seed=0)
+    fixed = estimators.get("ksg", normalise="rank").estimate(x, y)
+    adapted = estimators.get("ksg", normalise="rank", adapt_k=True).estimate(x, y)
+    assert fixed.value < WAVES_MI - 0.4  # k = 5 blurs the sheets (bmi's own samples: -0.59 at n = 5000)
+    assert adapted.details["k"] < 5 and adapted.details["k_departure"] > ADAPT_Z
+    assert adapted.value > fixed.value + 0.2 and abs(adapted.value - WAVES_MI) < 0.35
+    assert adapted.value == pytest.approx(ksg(x, y, k=adapted.details["k"], normalise="rank"), abs=1e-12)
+    assert any(note.startswith(f"k lowered from 5 to {adapted.details['k']}") for note in adapted.notes)
+
+
+def test_adapt_k_with_an_ensemble_over_k_is_refused_naming_the_setting() -> None:
+    x = np.random.default_rng(0).normal(size=(200, 1))
+    with pytest.raises(ParameterError, match="adapt_k.*k_max"):
+        estimators.get("ksg", adapt_k=True, k_max=8).estimate(x, x + 1.0)
