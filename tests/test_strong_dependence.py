@@ -289,6 +289,16 @@ def test_twonn_gives_the_dimension_of_a_flat_or_curved_surface() -> None:
     assert intrinsic_dimension(torus) == pytest.approx(2.0, abs=0.2)
 
 
+def test_a_side_of_one_repeated_row_is_refused_by_its_own_name() -> None:
+    """TwoNN on one image repeated: the error names the side it was given as (the flows pass it)."""
+    from mitool.checks import ParameterError
+    from mitool.estimators.encoding import intrinsic_dimension
+
+    images = np.tile(np.random.default_rng(0).normal(size=(1, 64)), (600, 1))
+    with pytest.raises(ParameterError, match=r"^y has fewer than two distinct rows"):
+        intrinsic_dimension(images, name="y")
+
+
 def test_where_flow_refuses_the_default_keeps_the_lower_bound_open_above(monkeypatch) -> None:
     from mitool import estimation
     from mitool.estimators import flow

@@ -64,11 +64,12 @@ ENCODER_COMPONENTS = 32
 """The principal coordinates the autoencoder reconstructs (fewer where the rows have fewer columns)."""
 
 
-def intrinsic_dimension(rows: np.ndarray, sample: int = 2000, seed: int = 0) -> float:
+def intrinsic_dimension(rows: np.ndarray, sample: int = 2000, seed: int = 0, name: str = "x") -> float:
     """The dimension of the surface the rows lie on, by TwoNN: N / sum_i log(r_2(i) / r_1(i)) over
     at most ``sample`` rows (a random subset), r_1 and r_2 the Euclidean distances from row i to
     its nearest and second-nearest other rows of the subset; rows with a duplicate (r_1 = 0) are
-    left out. See the module.
+    left out. See the module. ``name``: the parameter the rows came as, for the error where fewer
+    than two rows are distinct.
 
     >>> import numpy as np
     >>> angle = np.random.default_rng(0).uniform(0, 2 * np.pi, 1000)
@@ -84,7 +85,7 @@ def intrinsic_dimension(rows: np.ndarray, sample: int = 2000, seed: int = 0) -> 
     nearest = torch.topk(distances, 2, dim=1, largest=False).values.numpy()
     kept = nearest[:, 0] > 0
     if kept.sum() < 2:
-        raise checks.ParameterError("x", "has fewer than two distinct rows: it lies on no surface")
+        raise checks.ParameterError(name, "has fewer than two distinct rows: it lies on no surface")
     return float(kept.sum() / np.log(nearest[kept, 1] / nearest[kept, 0]).sum())
 
 
@@ -122,13 +123,14 @@ def encode(
     seed: int = 0,
     twonn: float | None = None,
     progress: Progress | None = None,
+    name: str = "x",
 ) -> Encoding:
     """Codes of ``rows`` (n, p) from an autoencoder trained on ``rows[train]`` (see the module):
     as many coordinates as ``twonn`` rounded, at least 1 and at most the principal coordinates kept
     (default: the TwoNN dimension of the training rows; an encoder for two sides takes the larger
     of theirs, since near copies of each other's rows make the TwoNN dimension of their union too
     small: bumps at 10 nats, 1.5 for the union against 2.0 for each side). ``progress(step, steps,
-    nan)`` every 100 steps.
+    nan)`` every 100 steps. ``name``: the parameter the rows came as (for :func:`intrinsic_dimension`).
 
     >>> import numpy as np
     >>> t = np.random.default_rng(0).uniform(-1, 1, 2000)
@@ -139,7 +141,7 @@ def encode(
     """
     rows = np.asarray(rows, dtype=np.float64)
     training = rows[train]
-    twonn = intrinsic_dimension(training, seed=seed) if twonn is None else twonn
+    twonn = intrinsic_dimension(training, seed=seed, name=name) if twonn is None else twonn
     components = min(ENCODER_COMPONENTS, rows.shape[1], len(training))
     dimension = min(max(1, round(twonn)), components)
     mean = training.mean(0)

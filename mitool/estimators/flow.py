@@ -494,10 +494,12 @@ def _encodings(
     if len(sides) == 2 and sides["x"].shape[1] == sides["y"].shape[1]:
         n = len(sides["x"])
         rows, train = np.concatenate([sides["x"], sides["y"]]), np.concatenate([split.train, split.train + n])
-        twonn = max(intrinsic_dimension(side[split.train], seed=seed) for side in sides.values())
+        twonn = max(
+            intrinsic_dimension(side[split.train], seed=seed, name=name) for name, side in sides.items()
+        )
         both = encode(rows, train, twonn=twonn, progress=progress(0), **options)
         return {"x": replace(both, codes=both.codes[:n]), "y": replace(both, codes=both.codes[n:])}, True
-    return {name: encode(rows, split.train, progress=progress(i * steps), **options)
+    return {name: encode(rows, split.train, progress=progress(i * steps), name=name, **options)
             for i, (name, rows) in enumerate(sides.items())}, False  # fmt: skip
 
 
