@@ -36,6 +36,10 @@ from mitool.runtime import set_threads_to_free_cores  # noqa: E402
 SAMPLES = Path(__file__).resolve().parent.parent.parent / "shared" / "bmi-samples"
 
 
+CHOICES = ("normalise", "advantage_by_normalise", "k")
+"""The details of a result that say what the default decided, kept in each row."""
+
+
 def within_target(error: float, truth: float) -> bool:
     """The benchmark's target: |error| <= max(0.1 nats, 10% of the truth)."""
     return abs(error) <= max(0.1, 0.1 * truth)
@@ -72,6 +76,8 @@ def run_task(task: dict, folder: Path, pairs: int | None, as_given: bool, estima
                     result.ci_low <= truth <= result.details.get("bias_high", result.ci_high)
                 ),
             )  # fmt: skip
+            # what the default decided: the preparation (normalise="auto") and KSG's k
+            row.update({key: result.details[key] for key in CHOICES if key in result.details})
         row["seconds"] = time.perf_counter() - start
         rows.append(row)
     return rows

@@ -31,10 +31,16 @@ def estimator_help() -> str:
         estimator = estimators.estimator_class(name)
         lines.append(f"{name:10s} {estimator.summary}: {estimator.value_is}.")
 
+    def option(key: str, value: object) -> str:
+        flag = key.replace("_", "-")
+        if isinstance(value, bool):
+            return f" --{flag}" if value else f" --no-{flag}"
+        return f" --{flag} {value}"
+
     def shown(default: estimators.Default) -> str:
-        settings = "".join(f" --{key.replace('_', '-')} {value}" for key, value in default.settings.items())
-        small = "".join(f" --{key.replace('_', '-')} {value}" for key, value in default.small_sample.items())
-        below = f" (below {estimators.SMALL_SAMPLE} pairs also{small})" if small else ""
+        settings = "".join(option(key, value) for key, value in default.settings.items())
+        small = "".join(option(key, value) for key, value in default.small_sample.items())
+        below = f" (below {estimators.SMALL_SAMPLE} pairs:{small})" if small else ""
         return default.name + settings + below
 
     defaults = "; ".join(f"{CASES[case]}: {shown(default)}" for case, default in estimators.DEFAULTS.items())

@@ -89,6 +89,7 @@ def _route_notes(
     a kind is described by :data:`mitool.estimators.base.CASES`."""
     if not routes:
         return []
+    from mitool.estimators import SMALL_SAMPLE
     from mitool.estimators.base import CASES
 
     agree = len({value_text(value) for value in defaults.values()}) == 1
@@ -100,7 +101,11 @@ def _route_notes(
         value = value_text(settings[name])
         if value == value_text(defaults[route.name]):
             continue
-        cases.setdefault(value if agree else f"{route.name} {value}", []).append(CASES.get(case, case))
+        kind = CASES.get(case, case)
+        small = getattr(route, "small_sample", None) or {}
+        if name in small and value_text(small[name]) != value:  # another value below SMALL_SAMPLE pairs
+            kind += f", from {SMALL_SAMPLE} pairs"
+        cases.setdefault(value if agree else f"{route.name} {value}", []).append(kind)
     return [f"{value} when {chooser} is not given, for {' or '.join(kinds)}" for value, kinds in
             cases.items()]  # fmt: skip
 

@@ -266,10 +266,12 @@ def test_the_defaults_continuous_routes_allow_for_their_downward_bias_above_the_
 
 def test_the_default_cross_fits_small_samples_only() -> None:
     """Below SMALL_SAMPLE pairs the default's InfoNCE takes folds=5 (every pair scored once, by
-    critics trained on the other folds); at both sizes it trains on rank scores, not both
-    preparations (normalise="auto" chose z-scores on validation noise: mitool.estimators.DEFAULTS);
-    an estimator asked for by name keeps its own settings."""
+    critics trained on the other folds) and trains on rank scores alone (its validation pairs are
+    too few to choose a preparation: mitool.estimators.DEFAULTS); from SMALL_SAMPLE pairs one
+    split, and rank scores and z-scores both where they differ (normalise="auto"); an estimator
+    asked for by name keeps its own settings."""
     from mitool.estimators import DEFAULTS, SMALL_SAMPLE
+    from mitool.estimators.neural import AUTO_MARGIN
 
     assert DEFAULTS["continuous"].settings_for(SMALL_SAMPLE - 1)["folds"] == 5
     assert "folds" not in DEFAULTS["continuous"].settings_for(SMALL_SAMPLE)
@@ -284,6 +286,8 @@ def test_the_default_cross_fits_small_samples_only() -> None:
     )
     larger = mitool.estimate(x_large**3, y_large, **small)  # cubes: rank scores and z-scores differ
     assert "folds" not in larger.interval
-    assert larger.details["normalise"] == "rank" and "validation_by_normalise" not in larger.details
+    assert list(larger.details["validation_by_normalise"]) == ["rank", "standard"]
+    lead = larger.details["advantage_by_normalise"]["standard"]
+    assert larger.details["normalise"] == ("standard" if lead > AUTO_MARGIN else "rank")
     named = mitool.estimate(x, y, estimator="infonce", **small)
     assert "folds" not in named.interval and named.details["n_test"] < 600

@@ -9,6 +9,7 @@ import pytest
 import torch
 from scipy.special import digamma
 
+import mitool
 from mitool import estimators
 from mitool.benchmark import bmi_v2
 from mitool.checks import ParameterError
@@ -87,6 +88,13 @@ def test_k_is_lowered_on_bmis_waves_and_the_estimate_nears_the_truth() -> None:
     assert adapted.value > fixed.value + 0.2 and abs(adapted.value - WAVES_MI) < 0.35
     assert adapted.value == pytest.approx(ksg(x, y, k=adapted.details["k"], normalise="rank"), abs=1e-12)
     assert any(note.startswith(f"k lowered from 5 to {adapted.details['k']}") for note in adapted.notes)
+
+
+def test_the_default_adapts_k_for_low_dimensional_data() -> None:
+    x, y = waves(3000, seed=0)
+    result = mitool.estimate(x, y)
+    assert result.estimator == "ksg" and result.details["k"] < 5
+    assert result.value == pytest.approx(ksg(x, y, k=result.details["k"], normalise="rank"), abs=1e-12)
 
 
 def test_adapt_k_with_an_ensemble_over_k_is_refused_naming_the_setting() -> None:

@@ -149,6 +149,12 @@ def test_numbers_that_cannot_be_trusted_say_so() -> None:
     assert "read it as 0" in near_zero
     (flat,) = trust_notes(plain_estimate(6.9078, 6.9078, 6.9078))
     assert flat.startswith("the interval has no width")
+    (wide,) = trust_notes(plain_estimate(1.36, -4.67, 7.38))  # a default's estimate once, truth 10 nats
+    assert wide.startswith("the interval is 12.05 nats wide, more than 2 times the estimate")
+    assert trust_notes(plain_estimate(1.36, 0.90, 1.82)) == []  # 0.92 wide: under 1 nat
+    assert trust_notes(plain_estimate(0.60, 0.05, 1.15)) == []  # 1.10 wide: under 2 x 0.60
+    (noise,) = trust_notes(plain_estimate(0.40, -0.35, 1.15))  # 1.50 wide: over 1 nat and 2 x 0.40
+    assert noise.startswith("the interval is 1.50 nats wide")
 
 
 def test_the_result_reads_as_a_sentence_a_number_and_a_short_repr() -> None:

@@ -71,13 +71,15 @@ class Default:
         words = ", ".join(f"{key}={value}" for key, value in self.settings.items()) or "its own defaults"
         if self.small_sample:
             extra = ", ".join(f"{key}={value}" for key, value in self.small_sample.items())
-            words += f"; below {SMALL_SAMPLE} pairs also {extra}"
+            words += f"; below {SMALL_SAMPLE} pairs: {extra}"
         return words
 
 
 DEFAULTS: dict[str, Default] = {
-    "continuous": Default("infonce", {"ensemble": 2}, small_sample={"folds": 5}),
-    "low-dimension": Default("ksg", {"normalise": "rank"}),
+    "continuous": Default(
+        "infonce", {"ensemble": 2, "normalise": "auto"}, small_sample={"folds": 5, "normalise": "rank"}
+    ),
+    "low-dimension": Default("ksg", {"normalise": "rank", "adapt_k": True}),
     "surface": Default("flow", {"encode": True}),
     "discrete": Default("plugin"),
     "discrete-y": Default("ross"),
@@ -92,12 +94,19 @@ tasks at n = 1000 the mean absolute error went from 0.111 to 0.093 and the tasks
 25 to 30 (v2: 0.167 to 0.157, 14 to 16 of 26), for 2.4 times the time (4.5 to 10.8 s an estimate);
 ``python bench/bmi_samples.py --suite v1 --pairs 1000 --estimator default:folds=5``. At n = 2500, on the 30 v1
 tasks that InfoNCE takes: 0.064 to 0.057 (9.5 to 22 s). At 5000 it would break the time target.
-The default keeps rank scores. ``normalise="auto"`` (rank scores and z-scores, the one of the
-higher validation value kept) took bmi's concentric Gaussians in 25 dimensions from -0.25 to -0.06
-nats at n = 5000, but it chose z-scores on validation values that their early stopping had picked
-as the best of many: on Student-t 5 x 5 at n = 1000 it scored 0.012 on the test pairs where rank
-scores gave 0.329 (truth 0.448), and on the ``highmi`` suite's Student-t 20 x 20 of 10 nats
-(n = 10 000, seed 1) it gave 1.36 [-4.67, 7.38], where rank scores go on to the flows and 9.07.
+From :data:`SMALL_SAMPLE` pairs it trains on rank scores and on z-scores where the two differ
+(``normalise="auto"``) and keeps z-scores only where their critics lead on the validation pairs by
+more than :data:`~mitool.estimators.neural.AUTO_MARGIN` standard errors: on bmi's own samples at
+n = 5000 that took the concentric Gaussians in 25 dimensions from -0.25 to -0.06 nats and v2's MAE
+from 0.068 to 0.056 (with KSG's adapted k below, 0.044 and 23/26), kept rank scores on every v1
+task, and took 7.8 and 6.4 s an estimate (4.7 before). Without the margin it had chosen z-scores
+on validation values that early stopping had picked as the best of many (Student-t 5 x 5 at
+n = 1000: 0.012 on the test pairs where rank scores gave 0.329; the ``highmi`` suite's Student-t
+20 x 20 of 10 nats: 1.36 [-4.67, 7.38] where rank scores give 9.07); with it, both keep rank
+scores. Below :data:`SMALL_SAMPLE` pairs rank scores alone: the validation pairs are too few to
+choose on. Three dimensions or fewer go to KSG on rank scores with k chosen by Lepski's rule
+(``adapt_k``, :func:`mitool.estimators.ksg.adapted_k`): on bmi's waves k = 5 blurred the sheets
+(-0.59 nats at n = 5000), k = 1 gives -0.20; no other low-dimensional task of bmi's moved.
 Images (data given as (n, H, W) or (n, C, H, W) arrays) whose pixels lie near a surface of lower
 dimension go to the flows, which encode such a side to the surface's dimension first
 (:mod:`mitool.estimators.encoding`): on the ``highmi`` suite's images at n = 10 000 (bumps and

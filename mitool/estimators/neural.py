@@ -72,6 +72,7 @@ from mitool.estimators.base import (
     Progress,
     TrainingSettings,
     level_setting,
+    standard_errors_above_zero,
 )
 from mitool.estimators.preparation import (
     PREPARATIONS,
@@ -128,7 +129,13 @@ def _critic(name: str, value: object) -> str:
 
 AUTO_PREPARATIONS = ("rank", "standard")
 """The preparations ``normalise="auto"`` tries, each data set keeping the one whose critics score
-higher on its validation pairs."""
+higher on its validation pairs by :data:`AUTO_MARGIN`."""
+
+AUTO_MARGIN = 3.0
+"""``normalise="auto"`` keeps another preparation than rank scores only where its critics' validation
+value exceeds rank scores' by more than this many standard errors of their paired chunk values: each
+validation value is the best of many that early stopping saw, and the noisier critic wins that
+maximum more often than it should."""
 
 AUTO_SAME = 0.1
 """Where the preparations of :data:`AUTO_PREPARATIONS` differ by less than this on every column (the
@@ -208,8 +215,9 @@ class NeuralSettings(EstimatorSettings):
     normalise: str = setting(
         "rank", "How each coordinate is prepared, fitted on the training rows: standard (z-scores), rank "
         "(normal scores of the ranks) or quantile (as rank, linear between quantiles); each is invertible "
-        "per coordinate and keeps the MI. auto: rank and standard both, each data set keeping the one "
-        "whose critics score higher on its validation pairs (twice the training).", _preparation,
+        "per coordinate and keeps the MI. auto: rank and standard both (twice the training), each data set "
+        "keeping rank unless standard's critics score higher on its validation pairs by more than "
+        f"{AUTO_MARGIN:g} standard errors.", _preparation,
     )  # fmt: skip
     radial: bool = setting(
         True, "Also fit a Gaussian critic on each side's radial features phi(x) = [x, x (|x|^2/d - 1)] (on "
@@ -333,10 +341,12 @@ class NeuralEstimator(Estimator):
 
     def _estimate_many(
         self, rows: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]], seeds: list[int],
-        progress: Progress | None,
+        progress: Progress | None, chunks_on_validation: bool = False,
     ) -> list[Estimate | DivergenceError]:  # fmt: skip
         """The estimates of R data sets of one shape (z is not used), their critics trained together
-        as one model; ``seeds`` fix each data set's split, initial weights and batches."""
+        as one model; ``seeds`` fix each data set's split, initial weights and batches. With
+        ``chunks_on_validation``, each estimate's ``details["validation_chunks"]``: its kept critics'
+        chunk values on its validation pairs (as on the test pairs), for a paired comparison."""
         from mitool.estimators import critic_training as training
 
         settings = self.settings
@@ -358,41 +368,42 @@ class NeuralEstimator(Estimator):
             training.run_critics(stack, runs.base), result.best_value,
             partial(training.validation_values, evaluate=evaluate, schedule=schedule),
         )  # fmt: skip
-        return [self._one_estimate(runs, dataset, critics, result) for dataset in range(len(rows))]
+        return [
+            self._one_estimate(runs, dataset, critics, result, chunks_on_validation)
+            for dataset in range(len(rows))
+        ]
 
     def _kept_by_validation(
         self, rows: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]], seeds: list[int],
         progress: Progress | None,
     ) -> list[Estimate | DivergenceError]:  # fmt: skip
         """``normalise="auto"``: the estimates under each of :data:`AUTO_PREPARATIONS`, on the same
-        splits, each data set keeping the one whose kept critics score higher on its validation pairs
-        (an InfoNCE-type value on held-out pairs is a lower bound up to noise: the higher is the
-        tighter; the test pairs play no part in the choice). Where the preparations barely differ
-        (:data:`AUTO_SAME`), rank scores alone."""
-        from dataclasses import asdict
-
+        splits, each data set keeping rank scores unless another preparation's kept critics score
+        higher on its validation pairs by more than :data:`AUTO_MARGIN` standard errors of the paired
+        difference of their chunk values (an InfoNCE-type value on held-out pairs is a lower bound up
+        to noise: the higher is the tighter; the test pairs play no part in the choice). Where the
+        preparations barely differ (:data:`AUTO_SAME`), rank scores alone."""
         names = AUTO_PREPARATIONS if _preparations_differ(rows) else AUTO_PREPARATIONS[:1]
         candidates = [
-            type(self)(**{**asdict(self.settings), "normalise": name})._estimate_many(
-                rows, seeds, _stage(progress, stage, len(names))
+            self._with_preparation(name)._estimate_many(
+                rows, seeds, _stage(progress, stage, len(names)), chunks_on_validation=True
             )
             for stage, name in enumerate(names)
         ]
-        kept = []
-        for results in zip(*candidates, strict=True):
-            finished = {name: result for name, result in zip(names, results, strict=True)
-                        if not isinstance(result, DivergenceError)}  # fmt: skip
-            if not finished:
-                kept.append(results[0])
-                continue
-            values = {name: result.details["validation_value"] for name, result in finished.items()}
-            name = max(values, key=values.__getitem__)  # the first of equals: rank
-            kept.append(finished[name].with_notes(normalise=name, validation_by_normalise=values))
-        return kept
+        return [
+            _kept_preparation(dict(zip(names, results, strict=True)))
+            for results in zip(*candidates, strict=True)
+        ]
+
+    def _with_preparation(self, name: str) -> NeuralEstimator:
+        from dataclasses import asdict
+
+        return type(self)(**{**asdict(self.settings), "normalise": name})
 
     def _one_estimate(
-        self, runs: _Runs, dataset: int, critics: Sequence[Any], training: Training
-    ) -> Estimate | DivergenceError:
+        self, runs: _Runs, dataset: int, critics: Sequence[Any], training: Training,
+        chunks_on_validation: bool = False,
+    ) -> Estimate | DivergenceError:  # fmt: skip
         """Data set ``dataset``'s estimate: on each of its splits the mean of the split's trained critics
         scored on its test pairs; or the DivergenceError of a critic that ran away in training or of
         the estimate on the held-out pairs."""
@@ -408,17 +419,18 @@ class NeuralEstimator(Estimator):
                 )
         evaluate = critic_training.mi_of(self.evaluator, self.evaluation_options)
 
-        def held_out(critic: Any, run: int) -> tuple[np.ndarray, np.ndarray]:
-            return critic_training.held_out_values(critic, *runs.test[run], evaluate, settings.eval_block,
-                                                   settings.chunk)  # fmt: skip
+        def held_out(critic: Any, run: int, pairs: list | None = None) -> tuple[np.ndarray, np.ndarray]:
+            return critic_training.held_out_values(critic, *(pairs or runs.test)[run], evaluate,
+                                                   settings.eval_block, settings.chunk)  # fmt: skip
 
-        scored, member_values = [], []
-        for members in indices:
-            if len(members) == 1:
-                scored.append(held_out(critics[members[0]], members[0]))
-                continue
-            scored.append(held_out(critic_training.MeanCritic([critics[m] for m in members]), members[0]))
-            member_values.append([float(np.mean(held_out(critics[m], m)[0])) for m in members])
+        def split_critic(members: list[int]) -> Any:
+            return critics[members[0]] if len(members) == 1 else critic_training.MeanCritic(
+                [critics[m] for m in members]
+            )  # fmt: skip
+
+        scored = [held_out(split_critic(members), members[0]) for members in indices]
+        member_values = [[float(np.mean(held_out(critics[m], m)[0])) for m in members]
+                         for members in indices if len(members) > 1]  # fmt: skip
         values = np.concatenate([value for value, _ in scored])
         bad = ~np.isfinite(values) | (np.abs(values) > bounds.DIVERGENCE_THRESHOLD)
         if bad.any():
@@ -426,7 +438,11 @@ class NeuralEstimator(Estimator):
                 self.bound, settings.critic, training.steps, values[bad][0], "on held-out pairs"
             )
             return DivergenceError(message)
-        return self._assembled(runs, dataset, scored, member_values, training)
+        result = self._assembled(runs, dataset, scored, member_values, training)
+        if not chunks_on_validation:
+            return result
+        chunks = [held_out(split_critic(members), members[0], runs.validation)[0] for members in indices]
+        return result.with_notes(validation_chunks=np.concatenate(chunks))
 
     def _assembled(
         self, runs: _Runs, dataset: int, scored: list[tuple[np.ndarray, np.ndarray]],
@@ -669,6 +685,36 @@ def _preparations_differ(rows: Sequence[tuple[np.ndarray, ...]]) -> bool:
         if any(np.sqrt(np.mean((first - other) ** 2, axis=0)).max() >= AUTO_SAME for other in others):
             return True
     return False
+
+
+def _kept_preparation(results: dict[str, Estimate | DivergenceError]) -> Estimate | DivergenceError:
+    """One data set's estimate under ``normalise="auto"`` from its estimates under each preparation
+    (each with ``details["validation_chunks"]``; the first, rank scores, is kept unless another
+    finished and its advantage on the validation pairs exceeds :data:`AUTO_MARGIN` standard errors);
+    ``details`` say which (``normalise``), each one's validation value and the advantage."""
+    import dataclasses
+
+    finished = {name: result for name, result in results.items() if not isinstance(result, DivergenceError)}
+    if not finished:
+        return next(iter(results.values()))
+    chunks = {name: result.details["validation_chunks"] for name, result in finished.items()}
+    first = next(iter(results))
+    if first in finished:
+        advantages = {
+            name: float(standard_errors_above_zero(chunks[name] - chunks[first]))
+            for name in finished
+            if name != first
+        }
+        ahead = [name for name, advantage in advantages.items() if advantage > AUTO_MARGIN]
+        name = max(ahead, key=advantages.__getitem__, default=first)
+    else:  # rank scores ran away: the preparation that finished
+        advantages, name = {}, next(iter(finished))
+    kept = finished[name]
+    details = {key: value for key, value in kept.details.items() if key != "validation_chunks"}
+    values = {other: float(np.mean(chunks[other])) for other in finished}
+    return dataclasses.replace(kept, details=details).with_notes(
+        normalise=name, validation_by_normalise=values, advantage_by_normalise=advantages
+    )
 
 
 def _stage(progress: Progress | None, stage: int, stages: int) -> Progress | None:
