@@ -242,6 +242,10 @@ def test_auto_does_not_follow_a_lead_within_the_noise_of_the_validation_pairs() 
     assert 0 < close.details["advantage_by_normalise"]["standard"] < AUTO_MARGIN
     assert ahead.details["normalise"] == "standard" and ahead.value == 0.6
     assert ahead.details["validation_by_normalise"] == pytest.approx({"rank": 0.4, "standard": 0.7})
+    one_chunk = _kept_preparation(
+        {"rank": result(0.5, np.full(1, 0.4)), "standard": result(0.6, np.full(1, 0.9))}
+    )
+    assert one_chunk.details["normalise"] == "rank"  # a lead without a measure of its noise is no evidence
 
 
 def test_auto_trains_once_where_rank_scores_and_z_scores_barely_differ() -> None:

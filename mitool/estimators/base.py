@@ -516,12 +516,15 @@ def mean_and_stderr(values: np.ndarray) -> tuple[float, float]:
 def standard_errors_above_zero(differences: np.ndarray) -> np.ndarray:
     """The mean of paired ``differences`` over the last axis in standard errors of that mean,
     mean / (std / sqrt(C)): how far one of two paired estimates exceeds the other, in its noise
-    (+-inf where the differences are one constant other than 0, 0 where all are 0).
+    (+-inf where the differences are one constant other than 0; 0 where all are 0, or where there is
+    one difference: no measure of its noise, so no evidence).
 
     >>> standard_errors_above_zero(np.array([[0.1, 0.3, 0.2], [0.0, 0.0, 0.0]])).round(2).tolist()
     [3.46, 0.0]
     """
     differences = np.asarray(differences, dtype=float)
+    if differences.shape[-1] < 2:
+        return np.zeros(differences.shape[:-1])
     means = differences.mean(axis=-1)
     spread = differences.std(axis=-1, ddof=1) / math.sqrt(differences.shape[-1])
     scaled = means / np.where(spread > 0, spread, 1.0)
