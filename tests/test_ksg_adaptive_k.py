@@ -4,6 +4,8 @@ k = 5 blurs the sheets, and the default for low-dimensional data."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -101,3 +103,26 @@ def test_adapt_k_with_an_ensemble_over_k_is_refused_naming_the_setting() -> None
     x = np.random.default_rng(0).normal(size=(200, 1))
     with pytest.raises(ParameterError, match="adapt_k.*k_max"):
         estimators.get("ksg", adapt_k=True, k_max=8).estimate(x, x + 1.0)
+
+
+def test_the_command_line_refuses_adapt_k_with_k_max_by_its_flags(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from mitool.cli.main import main
+
+    x = np.random.default_rng(0).normal(size=(300, 1))
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", x + np.random.default_rng(1).normal(size=(300, 1)))
+    arguments = [str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--estimator", "ksg", "--quiet"]
+    result = CliRunner().invoke(main, ["estimate", *arguments, "--adapt-k", "--k-max", "8"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert (
+        result.output.strip().splitlines()[-1] == "Error: --adapt-k needs --k-max 0 (one k to adapt), got 8"
+    )
+    adapted = CliRunner().invoke(main, ["estimate", *arguments, "--adapt-k", "--json"])
+    details = json.loads(adapted.stdout)["details"]  # Gaussian pairs: no k is biased, k = 5 kept
+    assert (
+        adapted.exit_code == 0
+        and details["k"] == details["k_asked"] == 5
+        and details["k_departure"] < ADAPT_Z
+    )

@@ -284,7 +284,7 @@ class KSG(Estimator):
         if settings.adapt_k:
             if settings.k_max:
                 raise checks.ParameterError(
-                    "adapt_k", f"needs k_max = 0 (one k to adapt), got k_max = {settings.k_max}"
+                    "adapt_k", f"needs {{=k_max}} 0 (one k to adapt), got {settings.k_max}", ("k_max",)
                 )
             k, notes, adapted = self._adapted_k(x, y)
         ceiling = ksg_ceiling(len(x), k, settings.k_max)
