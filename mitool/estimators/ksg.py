@@ -141,6 +141,24 @@ def _counts(
     return joint_neighbour_counts([prepare(x)[0], prepare(y)[0]], ks, method)
 
 
+def _value(k: int, counts: Sequence[np.ndarray], n: int) -> float:
+    """KSG at k from its counts (n_x, n_y): psi(k) + psi(n) - mean_i[psi(n_x(i) + 1) + psi(n_y(i) + 1)]."""
+    from scipy.special import digamma
+
+    count_x, count_y = counts
+    return digamma(k) + digamma(n) - np.mean(digamma(count_x + 1) + digamma(count_y + 1))
+
+
+def _point_values(ks: Sequence[int], counts: Sequence[Sequence[np.ndarray]], n: int) -> np.ndarray:
+    """Each point's term of KSG for each k of ``ks`` from their counts, shape (len(ks), n)."""
+    from scipy.special import digamma
+
+    return np.stack([
+        digamma(k) + digamma(n) - digamma(count_x + 1) - digamma(count_y + 1)
+        for k, (count_x, count_y) in zip(ks, counts, strict=True)
+    ])  # fmt: skip
+
+
 def ksg_point_values(
     x: np.ndarray,
     y: np.ndarray,
@@ -152,13 +170,7 @@ def ksg_point_values(
     psi(k) + psi(n) - psi(n_x(i) + 1) - psi(n_y(i) + 1), on each column prepared by ``normalise``
     (see the module); KSG at k is the mean of its row (up to rounding). The distances are computed
     once for all k."""
-    from scipy.special import digamma
-
-    n = len(x)
-    return np.stack([
-        digamma(neighbours) + digamma(n) - digamma(count_x + 1) - digamma(count_y + 1)
-        for neighbours, (count_x, count_y) in zip(ks, _counts(x, y, ks, method, normalise), strict=True)
-    ])  # fmt: skip
+    return _point_values(ks, _counts(x, y, ks, method, normalise), len(x))
 
 
 def ksg(
@@ -173,19 +185,14 @@ def ksg(
     replaced by the normal scores of its ranks (see the module):
     psi(k) + psi(n) - mean_i[psi(n_x(i) + 1) + psi(n_y(i) + 1)]; with ``k_max`` > k the mean over
     k .. k_max."""
-    from scipy.special import digamma
-
     n = len(x)
     checks.whole_number("k", k, 1, n - 1)
     checks.whole_number("k_max", k_max, 0, n - 1)
     if 0 < k_max < k:
         raise checks.ParameterError("k_max", f"must be 0 (k alone) or at least k = {k}, got {k_max}")
     ks = range(k, max(k, k_max) + 1)
-    values = [
-        digamma(neighbours) + digamma(n) - np.mean(digamma(count_x + 1) + digamma(count_y + 1))
-        for neighbours, (count_x, count_y) in zip(ks, _counts(x, y, ks, method, normalise), strict=True)
-    ]
-    return float(np.mean(values))
+    counts = _counts(x, y, ks, method, normalise)
+    return float(np.mean([_value(neighbours, pair, n) for neighbours, pair in zip(ks, counts, strict=True)]))
 
 
 ADAPT_Z = 6.0
@@ -221,8 +228,9 @@ def adapted_k(values: np.ndarray, z: float = ADAPT_Z) -> tuple[int, float]:
 
     last = len(values) - 1
     largest = float(departures(last).max()) if last else 0.0
-    chosen = next((j for j in range(last, 0, -1) if departures(j).max() <= z), 0)
-    return chosen, largest
+    if largest <= z:
+        return last, largest
+    return next((j for j in range(last - 1, 0, -1) if departures(j).max() <= z), 0), largest
 
 
 @dataclass(frozen=True)
@@ -280,18 +288,19 @@ class KSG(Estimator):
     def _estimate(self, x, y, z, seed, progress) -> Estimate:
         refuse_ties("KSG", x=x, y=y)
         settings = self.settings
-        k, notes, adapted = settings.k, (), {}
+        k, value, notes, adapted = settings.k, None, (), {}
         if settings.adapt_k:
             if settings.k_max:
                 raise checks.ParameterError(
                     "adapt_k", f"needs {{=k_max}} 0 (one k to adapt), got {settings.k_max}", ("k_max",)
                 )
-            k, notes, adapted = self._adapted_k(x, y)
+            k, value, notes, adapted = self._adapted_k(x, y)
         ceiling = ksg_ceiling(len(x), k, settings.k_max)
         result = subset_estimate(
             self, partial(ksg, normalise=settings.normalise), x, y, seed, progress=progress,
             neighbours={"k": k, "k_max": settings.k_max}, notes=notes,
             details={"k": k, "k_max": settings.k_max, "ceiling": ceiling, **adapted},
+            value=value,
         )  # fmt: skip
         gap = saturation_gap(x.shape[1] + y.shape[1], len(x), k, settings.k_max)
         saturating = result.value >= ceiling - gap
@@ -304,23 +313,28 @@ class KSG(Estimator):
             saturating=True,
         )  # fmt: skip
 
-    def _adapted_k(self, x: np.ndarray, y: np.ndarray) -> tuple[int, tuple[str, ...], dict[str, object]]:
-        """k by Lepski's rule (:func:`adapted_k`) over 1 .. k: the k, a note where it is lowered, and
-        the details (the k asked for, the largest departure from it in standard errors)."""
-        asked = self.settings.k
+    def _adapted_k(
+        self, x: np.ndarray, y: np.ndarray
+    ) -> tuple[int, float, tuple[str, ...], dict[str, object]]:
+        """k by Lepski's rule (:func:`adapted_k`) over 1 .. k: the k, KSG's value at it on all pairs
+        (from the same counts), a note where k is lowered, and the details (the k asked for, the
+        largest departure from it in standard errors)."""
+        asked, n = self.settings.k, len(x)
         ks = list(range(1, asked + 1))
-        values = ksg_point_values(x, y, ks, normalise=self.settings.normalise)
+        counts = _counts(x, y, ks, "auto", self.settings.normalise)
+        values = _point_values(ks, counts, n)
         chosen, departure = adapted_k(values)
+        value = float(_value(ks[chosen], counts[chosen], n))
         details = {"k_asked": asked, "k_departure": departure}
         if ks[chosen] == asked:
-            return asked, (), details
+            return asked, value, (), details
         means = values.mean(axis=1)
         note = (
             f"k lowered from {asked} to {ks[chosen]}: the estimate at k = {ks[chosen]} exceeds that at "
             f"k = {asked} by {means[chosen] - means[-1]:.4f} nats ({departure:.0f} standard errors), so "
             f"the neighbourhoods of k = {asked} blur the dependence (Lepski's rule, adapt_k)"
         )
-        return ks[chosen], (note,), details
+        return ks[chosen], value, (note,), details
 
 
 ESTIMATORS = [KSG]

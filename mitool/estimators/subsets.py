@@ -112,8 +112,10 @@ def subset_estimate(
     notes: tuple[str, ...] = (),
     progress: Progress | None = None,
     neighbours: Mapping[str, int] | None = None,
+    value: float | None = None,
 ) -> Estimate:
-    """The :class:`Estimate` of ``function(x, y[, z], **neighbours)`` on all pairs with the
+    """The :class:`Estimate` of ``function(x, y[, z], **neighbours)`` on all pairs (``value``, where
+    the caller has computed it already) with the
     Student-t interval, at the estimator's ``level``, from its ``subsets`` disjoint subsets (fewer
     when the data are too small: each subset keeps at least the estimator's minimum of pairs; no
     interval below two). The
@@ -134,7 +136,7 @@ def subset_estimate(
     if used >= 2:
         scaled = subset_neighbours(neighbours, size, len(x))
         values = subsample_values(partial(function, **scaled), parts, used, seed, done)
-    value = float(function(*parts, **neighbours))
+    value = float(function(*parts, **neighbours)) if value is None else value
     if progress is not None:
         progress(total, total, value)
     if used >= 2:
