@@ -514,21 +514,22 @@ def mean_and_stderr(values: np.ndarray) -> tuple[float, float]:
 
 
 def standard_errors_above_zero(differences: np.ndarray) -> np.ndarray:
-    """The mean of paired ``differences`` over the last axis in standard errors of that mean,
-    mean / (std / sqrt(C)): how far one of two paired estimates exceeds the other, in its noise
+    """The mean of paired ``differences`` over the last axis in standard errors of that mean
+    (:func:`mean_and_stderr`): how far one of two paired estimates exceeds the other, in its noise
     (+-inf where the differences are one constant other than 0; 0 where all are 0, or where there is
     one difference: no measure of its noise, so no evidence).
 
     >>> standard_errors_above_zero(np.array([[0.1, 0.3, 0.2], [0.0, 0.0, 0.0]])).round(2).tolist()
     [3.46, 0.0]
     """
-    differences = np.asarray(differences, dtype=float)
-    if differences.shape[-1] < 2:
-        return np.zeros(differences.shape[:-1])
-    means = differences.mean(axis=-1)
-    spread = differences.std(axis=-1, ddof=1) / math.sqrt(differences.shape[-1])
-    scaled = means / np.where(spread > 0, spread, 1.0)
-    return np.where(spread > 0, scaled, np.sign(means) * np.where(means != 0, np.inf, 0.0))
+
+    def in_standard_errors(values: np.ndarray) -> float:
+        mean, stderr = mean_and_stderr(values)
+        if stderr > 0:
+            return mean / stderr
+        return 0.0 if math.isnan(stderr) or mean == 0 else math.copysign(math.inf, mean)
+
+    return np.apply_along_axis(in_standard_errors, -1, np.asarray(differences, dtype=float))
 
 
 def student_interval(values: np.ndarray, level: float) -> tuple[float, float, float, float]:

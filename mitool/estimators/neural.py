@@ -12,12 +12,12 @@ An estimate is made in five steps:
 2. ``normalise``: each coordinate is replaced by the normal score of its rank among the training
    pairs (``"rank"``, the default) or by its z-score (``"standard"``), maps fitted on the training
    rows; both are increasing per coordinate, so the MI does not change. ``"auto"`` makes the
-   estimate under both, on the same splits, and keeps the one whose critics score higher on the
-   validation pairs: rank scores suit heavy tails (Student-t), z-scores keep the scale that
-   carries the dependence in a scale mixture (bmi's concentric Gaussians). The choice needs enough
-   validation pairs: each value is the best of many scores kept by early stopping, and the noisier
-   critic can win it and then fail on the test pairs (the default keeps rank scores for that:
-   :data:`mitool.estimators.DEFAULTS`).
+   estimate under both, on the same splits, and keeps rank scores unless z-scores' critics score
+   higher on the validation pairs by more than :data:`AUTO_MARGIN` standard errors: rank scores suit
+   heavy tails (Student-t), z-scores keep the scale that carries the dependence in a scale mixture
+   (bmi's concentric Gaussians). Each validation value is the best of many scores kept by early
+   stopping, and the noisier critic can win it by a little and then fail on the test pairs: hence
+   the margin, and the default's ``auto`` from 3000 pairs only (:data:`mitool.estimators.DEFAULTS`).
 3. ``base``: the log density ratio of the Gaussian fitted to the training rows (in canonical
    coordinates, kept to the rank r, the number of canonical pairs, and to the share w of related
    pairs, the rest independent, whose validation InfoNCE is highest:
@@ -128,8 +128,8 @@ def _critic(name: str, value: object) -> str:
 
 
 AUTO_PREPARATIONS = ("rank", "standard")
-"""The preparations ``normalise="auto"`` tries, each data set keeping the one whose critics score
-higher on its validation pairs by :data:`AUTO_MARGIN`."""
+"""The preparations ``normalise="auto"`` tries, each data set keeping the first (rank scores) unless
+another's critics lead it on its validation pairs by :data:`AUTO_MARGIN`."""
 
 AUTO_MARGIN = 3.0
 """``normalise="auto"`` keeps another preparation than rank scores only where its critics' validation
