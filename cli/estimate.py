@@ -39,9 +39,11 @@ def estimator_help() -> str:
 
     def shown(default: estimators.Default) -> str:
         settings = "".join(option(key, value) for key, value in default.settings.items())
-        small = "".join(option(key, value) for key, value in default.small_sample.items())
-        below = f" (below {estimators.SMALL_SAMPLE} pairs:{small})" if small else ""
-        return default.name + settings + below
+        bands = "; ".join(
+            f"{sizes}:{''.join(option(key, value) for key, value in extra.items())}"
+            for sizes, _, extra in default.by_size()
+        )
+        return default.name + settings + (f" ({bands})" if bands else "")
 
     defaults = "; ".join(f"{CASES[case]}: {shown(default)}" for case, default in estimators.DEFAULTS.items())
     return "Estimators (--estimator):\n\n\b\n" + "\n".join(lines) + f"\n\nDefaults: {defaults}."

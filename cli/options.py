@@ -89,23 +89,24 @@ def _route_notes(
     a kind is described by :data:`mitool.estimators.base.CASES`."""
     if not routes:
         return []
-    from mitool.estimators import SMALL_SAMPLE
     from mitool.estimators.base import CASES
 
     agree = len({value_text(value) for value in defaults.values()}) == 1
     cases: dict[str, list[str]] = {}
     for case, route in routes.items():
+        if route.name not in defaults:
+            continue
+        own, kind = value_text(defaults[route.name]), CASES.get(case, case)
         settings = getattr(route, "settings", None) or {}
-        if name not in settings or route.name not in defaults:
-            continue
-        value = value_text(settings[name])
-        if value == value_text(defaults[route.name]):
-            continue
-        kind = CASES.get(case, case)
-        small = getattr(route, "small_sample", None) or {}
-        if name in small and value_text(small[name]) != value:  # another value below SMALL_SAMPLE pairs
-            kind += f", from {SMALL_SAMPLE} pairs"
-        cases.setdefault(value if agree else f"{route.name} {value}", []).append(kind)
+        bands = [band for band in getattr(route, "by_size", list)() if name in band[2]]
+        value = value_text(settings[name]) if name in settings else own
+        # the value for every size but those of the bands that set another, then each band's
+        others = [other for _, other, band in bands if value_text(band[name]) != value]
+        noted = [(value, "".join(f", {other}" for other in others))]
+        noted += [(value_text(band[name]), f", {sizes}") for sizes, _, band in bands]
+        for shown, sizes in noted:
+            if shown != own:
+                cases.setdefault(shown if agree else f"{route.name} {shown}", []).append(kind + sizes)
     return [f"{value} when {chooser} is not given, for {' or '.join(kinds)}" for value, kinds in
             cases.items()]  # fmt: skip
 

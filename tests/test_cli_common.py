@@ -91,6 +91,39 @@ def test_a_setting_the_default_route_sets_otherwise_says_both_defaults() -> None
     assert "3 when --method is not given" in chosen["rounds"].help
 
 
+def test_the_help_says_which_sizes_a_routed_value_holds_for() -> None:
+    """A route's settings for some sizes only (Default.small_sample below SMALL_SAMPLE pairs,
+    large_sample from LARGE_SAMPLE) are named with those sizes, and the value they replace with
+    the others."""
+    import dataclasses
+
+    from mitool.cli.options import option_specs
+    from mitool.estimators import LARGE_SAMPLE, SMALL_SAMPLE, Default
+
+    @dataclasses.dataclass
+    class First:
+        rounds: int = 1
+        width: int = 8
+
+    @dataclasses.dataclass
+    class Second:
+        width: int = 16
+
+    routes = {
+        "continuous": Default("first", {"rounds": 3}, small_sample={"rounds": 2}, large_sample={"width": 32})
+    }
+    routed = option_specs([("first", First), ("second", Second)], routes=routes)
+    kind = "when --estimator is not given, for X and Y continuous"
+    by_size = f"3 {kind}, from {SMALL_SAMPLE} pairs; 2 {kind}, below {SMALL_SAMPLE} pairs"
+    assert routed["rounds"].help == f"(first only) [default: 1; {by_size}]"
+    assert routed["width"].help == f"[first 8, second 16; first 32 {kind}, from {LARGE_SAMPLE} pairs]"
+    assert routes["continuous"].settings_for(SMALL_SAMPLE - 1) == {"rounds": 2}
+    assert routes["continuous"].settings_for(LARGE_SAMPLE) == {"rounds": 3, "width": 32}
+    assert routes["continuous"].describe() == (
+        f"rounds=3; below {SMALL_SAMPLE} pairs: rounds=2; from {LARGE_SAMPLE} pairs: width=32"
+    )
+
+
 def test_the_estimate_help_gives_both_defaults_of_ensemble() -> None:
     """`mitool estimate` with no --estimator uses infonce with ensemble 2 for continuous data
     (estimators.DEFAULTS): --ensemble's help says 1 and 2, and when."""

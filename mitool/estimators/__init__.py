@@ -36,6 +36,7 @@ from mitool.estimators.base import CASES, DivergenceError, Estimate, Estimator, 
 __all__ = [
     "CASES",
     "DEFAULTS",
+    "LARGE_SAMPLE",
     "SMALL_SAMPLE",
     "Default",
     "DivergenceError",
@@ -52,32 +53,52 @@ __all__ = [
 SMALL_SAMPLE = 3000
 """Below this many pairs the default's estimator takes :attr:`Default.small_sample` as well."""
 
+LARGE_SAMPLE = 8000
+"""From this many pairs the default's estimator takes :attr:`Default.large_sample` as well."""
+
 
 @dataclass(frozen=True)
 class Default:
     """The estimator for a kind of data: its name, the settings that differ from its own defaults,
-    and those added below :data:`SMALL_SAMPLE` pairs (``small_sample``)."""
+    and those added below :data:`SMALL_SAMPLE` pairs (``small_sample``) and from
+    :data:`LARGE_SAMPLE` pairs (``large_sample``)."""
 
     name: str
     settings: dict[str, object] = field(default_factory=dict)
     small_sample: dict[str, object] = field(default_factory=dict)
+    large_sample: dict[str, object] = field(default_factory=dict)
 
     def settings_for(self, n: int) -> dict[str, object]:
         """The settings for n pairs."""
-        return {**self.settings, **(self.small_sample if n < SMALL_SAMPLE else {})}
+        return {
+            **self.settings,
+            **(self.small_sample if n < SMALL_SAMPLE else {}),
+            **(self.large_sample if n >= LARGE_SAMPLE else {}),
+        }
+
+    def by_size(self) -> list[tuple[str, str, dict[str, object]]]:
+        """The settings that hold for some sizes only: (those sizes in words, the other sizes in
+        words, the settings), as ("below 3000 pairs", "from 3000 pairs", {"folds": 5})."""
+        bands = (
+            (f"below {SMALL_SAMPLE} pairs", f"from {SMALL_SAMPLE} pairs", self.small_sample),
+            (f"from {LARGE_SAMPLE} pairs", f"below {LARGE_SAMPLE} pairs", self.large_sample),
+        )
+        return [band for band in bands if band[2]]
 
     def describe(self) -> str:
         """The settings in words (the README's table of defaults)."""
         words = ", ".join(f"{key}={value}" for key, value in self.settings.items()) or "its own defaults"
-        if self.small_sample:
-            extra = ", ".join(f"{key}={value}" for key, value in self.small_sample.items())
-            words += f"; below {SMALL_SAMPLE} pairs: {extra}"
+        for sizes, _, settings in self.by_size():
+            words += f"; {sizes}: " + ", ".join(f"{key}={value}" for key, value in settings.items())
         return words
 
 
 DEFAULTS: dict[str, Default] = {
     "continuous": Default(
-        "infonce", {"ensemble": 2, "normalise": "auto"}, small_sample={"folds": 5, "normalise": "rank"}
+        "infonce",
+        {"ensemble": 2, "normalise": "auto"},
+        small_sample={"folds": 5, "normalise": "rank"},
+        large_sample={"steps": 4000},
     ),
     "low-dimension": Default("ksg", {"normalise": "rank", "adapt_k": True}),
     "surface": Default("flow", {"encode": True}),
@@ -107,11 +128,16 @@ scores. Below :data:`SMALL_SAMPLE` pairs rank scores alone: the validation pairs
 choose on. Three dimensions or fewer go to KSG on rank scores with k chosen by Lepski's rule
 (``adapt_k``, :func:`mitool.estimators.ksg.adapted_k`): on bmi's waves k = 5 blurred the sheets
 (-0.59 nats at n = 5000), k = 1 gives -0.20; no other low-dimensional task of bmi's moved.
-Images (data given as (n, H, W) or (n, C, H, W) arrays) whose pixels lie near a surface of lower
-dimension go to the flows, which encode such a side to the surface's dimension first
-(:mod:`mitool.estimators.encoding`): on the ``highmi`` suite's images at n = 10 000 (bumps and
-rectangles, 2.5 to 10 nats) every estimate came within 10% of the truth, where InfoNCE's MLP critic
-was 26-52% short on four of the seven and capped on two."""
+From :data:`LARGE_SAMPLE` pairs InfoNCE's critics may train for 4000 steps where they stop at 2000
+below (early stopping ends most runs well before either): at n = 10 000 the spirals' critics still
+improved at 2000 steps, and mitool's float32 draws of bmi's 40 tasks went from a mean absolute error
+of 0.0304 and 37/40 within target to 0.0280 and 39/40, the spirals alone changed
+(docs/mi-benchmark.md, "bmi's 40 tasks at n = 10 000"). Images (data given as (n, H, W) or
+(n, C, H, W) arrays) whose pixels lie near a surface of lower dimension go to the flows, which
+encode such a side to the surface's dimension first (:mod:`mitool.estimators.encoding`): on the
+``highmi`` suite's images at n = 10 000 (bumps and rectangles, 2.5 to 10 nats) every estimate came
+within 10% of the truth, where InfoNCE's MLP critic was 26-52% short on four of the seven and
+capped on two."""
 
 
 @functools.cache
