@@ -7,6 +7,8 @@ is re-estimated: the neural estimates are those of the file, which the check lea
 
     python bench/scale_check.py bench/results/benchmark/bmi_n10000/results.csv \\
         --json bench/results/benchmark/scale_check_bmi_n10000.json
+
+A JSON file of bench/bmi_samples.py is read too (bmi's own samples, standardised as there).
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ import csv
 import json
 import os
 import sys
+from collections.abc import Iterator
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from bmi_samples import SAMPLES, standardised  # noqa: E402
 from harness import write_json  # noqa: E402
 
 from mitool.benchmark.run import Precision, task_data  # noqa: E402
@@ -49,37 +53,58 @@ def summary(rows: list[dict], key: str) -> dict:
     }
 
 
+def _rows_and_samples(path: str, estimator: str) -> Iterator[tuple[dict, tuple[np.ndarray, np.ndarray]]]:
+    """Each row of the results file with its samples: a results.csv of ``mitool benchmark`` (its
+    rows of ``estimator``; the draws of mitool.benchmark.run.task_data) or a JSON file of
+    bench/bmi_samples.py (bmi's own samples, standardised as there)."""
+    if path.endswith(".json"):
+        made = json.load(open(path))
+        folder = SAMPLES / made["suite"]
+        files = {
+            task["task_id"]: task["files"]
+            for task in json.loads((folder / "tasks.json").read_text())["tasks"]
+        }
+        for row in made["rows"]:
+            if "estimate" in row:
+                with np.load(folder / files[row["task"]][str(row["seed"])]["file"]) as archive:
+                    x, y = archive["x"][: made["pairs"]], archive["y"][: made["pairs"]]
+                yield row, (x, y) if made["as_given"] else (standardised(x), standardised(y))
+        return
+    config = json.load(open(os.path.join(os.path.dirname(path), "config.json")))
+    precision = Precision(config.get("dtype", "float64"), config.get("digits", 0))
+    with open(path) as file:
+        for row in csv.DictReader(file):
+            if row["estimator"] == estimator:
+                yield row, task_data(get_task(row["task"]), int(row["n"]), int(row["seed"]), precision)[:2]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results", help="A results.csv of mitool benchmark.")
+    parser.add_argument(
+        "results", help="A results.csv of mitool benchmark, or a JSON file of bmi_samples.py."
+    )
     parser.add_argument("--estimator", default="default", help="Its rows of this estimator.")
     parser.add_argument("--json", default=None, help="Write the rows and the summary here.")
     arguments = parser.parse_args(argv)
     set_threads_to_free_cores()
-    folder = os.path.dirname(arguments.results)
-    config = json.load(open(os.path.join(folder, "config.json")))
-    precision = Precision(config.get("dtype", "float64"), config.get("digits", 0))
-    rows = []
-    with open(arguments.results) as file:
-        for row in csv.DictReader(file):
-            if row["estimator"] != arguments.estimator:
-                continue
-            task, n, seed = get_task(row["task"]), int(row["n"]), int(row["seed"])
-            prepared = prepare(*task_data(task, n, seed, precision)[:2], seed=seed)
-            routes = [DEFAULTS[case].name for case in THROUGH_THE_SCALE]
-            if prepared.estimator is None or prepared.estimator.name not in routes:
-                continue  # the check is made where the default's estimator is InfoNCE only
-            scale = scale_estimate(prepared.x, prepared.y, seed=seed)
-            value = float(row["estimate"])
-            reported = max(value, scale.value) if scale is not None else value
-            rows.append({
-                "task": row["task"], "seed": seed, "n": n, "true_mi": float(row["true_mi"]),
-                "estimate": value, "scale": None if scale is None else scale.value, "reported": reported,
-            })  # fmt: skip
-            print(f"{row['task']} seed {seed}: {value:.3f}, scales {rows[-1]['scale']}", flush=True)
+    rows, routes = [], [DEFAULTS[case].name for case in THROUGH_THE_SCALE]
+    for row, (x, y) in _rows_and_samples(arguments.results, arguments.estimator):
+        seed = int(row["seed"])
+        prepared = prepare(x, y, seed=seed)
+        # the check is made where the default's estimator is InfoNCE only
+        checked = prepared.estimator is not None and prepared.estimator.name in routes
+        scale = scale_estimate(prepared.x, prepared.y, seed=seed) if checked else None
+        value = float(row["estimate"])
+        rows.append({
+            "task": row["task"], "seed": seed, "n": len(x), "true_mi": float(row["true_mi"]),
+            "estimate": value, "checked": checked, "scale": None if scale is None else scale.value,
+            "reported": value if scale is None else max(value, scale.value),
+        })  # fmt: skip
+        print(f"{row['task']} seed {seed}: {value:.3f}, scales {rows[-1]['scale']}", flush=True)
     switched = [row for row in rows if row["reported"] != row["estimate"]]
     result = {
-        "results": arguments.results, "checked": len(rows), "switched": len(switched),
+        "results": arguments.results, "checked": sum(row["checked"] for row in rows),
+        "switched": len(switched),
         "before": summary(rows, "estimate"), "after": summary(rows, "reported"),
         "switched_rows": switched, "rows": rows,
     }  # fmt: skip

@@ -36,6 +36,11 @@ Before an estimator runs, the data are looked at, and what was decided is in ``r
   Gaussian), whose estimate is reported where it agrees with the lower bound
   (:func:`beyond_the_ceiling`), and the lower bound, open above, where it does not or where it
   refuses the data;
+* where the default's estimator is InfoNCE (:data:`THROUGH_THE_SCALE`), the MI between the two
+  sides' scales, I(|X|; |Y|) <= I(X; Y), is estimated too, in one coordinate a side
+  (:func:`scale_estimate`), and reported instead where it is higher (:func:`through_the_scale`):
+  dependence through a shared scale (heavy tails, volatility, mixtures of scales) is what a critic
+  learns slowest from few pairs;
 * images (a side given as (n, H, W) or (n, C, H, W)) whose pixels lie near a surface of lower
   dimension (:func:`on_a_surface`) go to the flows, which encode such a side to the surface's
   dimension first (:mod:`mitool.estimators.encoding`); a table whose columns are nearly collinear
