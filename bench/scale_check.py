@@ -6,7 +6,7 @@ the default reports now, the higher of the two (mitool.estimation.through_the_sc
 is re-estimated: the neural estimates are those of the file, which the check leaves as they are.
 
     python bench/scale_check.py bench/results/benchmark/bmi_n10000/results.csv \\
-        --json bench/results/benchmark/scale_check_bmi_n10000.json
+        --estimator default:steps=4000 --json bench/results/benchmark/scale_check/bmi_n10000.json
 
 A JSON file of bench/bmi_samples.py is read too (bmi's own samples, standardised as there).
 """
@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bmi_samples import SAMPLES, standardised  # noqa: E402
+from bmi_samples import SAMPLES, standardised, within_target  # noqa: E402
 from harness import write_json  # noqa: E402
 
 from mitool.benchmark.run import Precision, task_data  # noqa: E402
@@ -32,11 +32,6 @@ from mitool.benchmark.suites import get_task  # noqa: E402
 from mitool.estimation import THROUGH_THE_SCALE, prepare, scale_estimate  # noqa: E402
 from mitool.estimators import DEFAULTS  # noqa: E402
 from mitool.runtime import set_threads_to_free_cores  # noqa: E402
-
-
-def within_target(error: float, truth: float) -> bool:
-    """The benchmark's target: |error| <= max(0.1 nats, 10% of the truth)."""
-    return abs(error) <= max(0.1, 0.1 * truth)
 
 
 def summary(rows: list[dict], key: str) -> dict:

@@ -611,8 +611,9 @@ def through_the_scale(result: Estimate, scale: Estimate | None) -> Estimate:
     outside them), so the higher is the nearer. On bmi's own samples of its 66 tasks
     (docs/mi-benchmark.md, "Dependence through the scale") the scales' estimate was the higher on
     the Student-t and concentric Gaussian tasks: at n = 1000 it took v1's Student-t 5 x 5 (two
-    degrees of freedom) from -0.163 to -0.053 and v2's concentric Gaussians 25 x 1 from -0.375 to
-    -0.008. The other value is kept in ``details`` (``scale``, or the result's estimator's name)."""
+    degrees of freedom) from -0.163 to -0.019 and v2's concentric Gaussians 25 x 1 from -0.375 to
+    -0.066 (means of seeds 3 and 4). The other value is kept in ``details`` (``scale``, or the
+    result's estimator's name)."""
     if scale is None or not scale.value > result.value:
         return result if scale is None else result.with_notes(scale=scale.value)
     return scale.with_notes(
