@@ -9,9 +9,10 @@ file handling around them is thin.
 from __future__ import annotations
 
 import csv
+import re
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -150,11 +151,11 @@ def _read_csv(path: Path, name: str) -> Samples:
         reader = csv.reader(stream, skipinitialspace=True)
         first = next((_fields(row) for row in reader if any(_fields(row))), None)
         skipped = reader.line_num
-    if first is not None and not any(_is_number(field) for field in first):
+    if first is not None and (not any(_is_number(field) for field in first) or _above_an_index(first)):
         numbers = _numbers(path, skipped)
         if numbers is not None and numbers.shape[1] == len(first):
             return _samples(tuple(first), list(numbers.T), name, path)
-    elif first is not None:
+    elif first is not None and first != _column_numbers(len(first)):
         numbers = _numbers(path, 0)
         if numbers is not None:
             return _samples(None, list(numbers.T), name, path)
@@ -213,7 +214,8 @@ def table(rows: Sequence[tuple[int, Sequence[str]]], name: str, path: Path) -> S
       pandas writes above its index, is not one), unless each of its fields also occurs in its
       column further down: then it is the first row of a file of labels (a name is not one of its
       column's values; a file of labels whose first row has a label seen nowhere else loses that row
-      to the header, which the notes then name). With a header the notes name the columns.
+      to the header, which the notes then name). A line of numbers is a header where it is pandas'
+      column numbers (:func:`_numbered_header`). With a header the notes name the columns.
     * columns: a column is numbers, or labels when none of its fields is a number (class names such
       as "setosa"); labels stay strings (:func:`mitool.estimate` codes them and takes them as
       discrete) and a note says so. A column mixing numbers and other fields, an empty field (a
@@ -237,13 +239,61 @@ def table(rows: Sequence[tuple[int, Sequence[str]]], name: str, path: Path) -> S
         )
         if not repeated:
             header, body = tuple(first), rows[1:]
-            if len(header) != len(body[0][1]):
-                raise ValueError(
-                    f"{name}: {path} line {first_line} (a header) has {len(header)} fields, "
-                    f"the first data line {len(body[0][1])}"
-                )
+    elif len(rows) > 1 and _numbered_header(first, [fields[0] for _, fields in rows[1:] if fields]):
+        header, body = tuple(first), rows[1:]
+    if header is not None and len(header) != len(body[0][1]):
+        raise ValueError(
+            f"{name}: {path} line {first_line} (a header) has {len(header)} fields, "
+            f"the first data line {len(body[0][1])}"
+        )
     _check_widths(body, name, path)
-    return _samples(header, _columns(body, name, path), name, path)
+    samples = _samples(header, _columns(body, name, path), name, path)
+    if header is None and first == ["0"] and len(rows) > 1:
+        kept = (
+            f"{name}: line {first_line} reads 0, as pandas heads a column it numbered; kept as data, "
+            "since the column holds whole numbers (if it is a header, write the file with "
+            "to_csv(index=False, header=False))"
+        )
+        samples = replace(samples, notes=(kept, *samples.notes))
+    return samples
+
+
+WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
+"""A field written as a whole number: how pandas writes an integer; its floats have a decimal point."""
+
+
+def _numbered_header(first: Sequence[str], column: Sequence[str]) -> bool:
+    """Whether a first line that holds numbers is the header pandas' ``to_csv`` writes, and why.
+
+    A frame made from an array has its columns named 0, 1, ..., d - 1, and ``to_csv`` writes those
+    names as the first line, after an empty field above its index (unless ``index=False``).
+    ``column`` is the first column's fields below that line.
+
+    * An empty first field and no other (:func:`_above_an_index`): a header, whatever the other
+      names are (in a line of data an empty field would be a missing value).
+    * Exactly 0, 1, ..., d - 1 with d >= 2 columns: a header (a file of data whose first row is
+      exactly that is rarer than a frame written with its column numbers), unless the first column
+      goes on 1, 2, 3, ... below it: then the line is the first row of a file with a row number.
+    * 0 alone, one column: a header when the column below holds a number not written as a whole
+      number (pandas writes floats with a decimal point), else data (counts may start at 0).
+    """
+    if _above_an_index(first):
+        return True
+    if list(first) != _column_numbers(len(first)):
+        return False
+    if len(first) == 1:
+        return any(not WHOLE_NUMBER.fullmatch(field) for field in column)
+    return list(column) != _column_numbers(len(column) + 1)[1:]
+
+
+def _above_an_index(first: Sequence[str]) -> bool:
+    """A first line of an empty field, then names (numbers too): what pandas writes above its index."""
+    return len(first) > 1 and first[0] == "" and all(first[1:])
+
+
+def _column_numbers(width: int) -> list[str]:
+    """The names pandas gives the columns of a frame made from an array: "0", "1", ..., as text."""
+    return [str(j) for j in range(width)]
 
 
 def _samples(header: tuple[str, ...] | None, columns: list[np.ndarray], name: str, path: Path) -> Samples:

@@ -139,6 +139,10 @@ def test_a_bad_field_is_one_line_naming_its_line_and_column(
         "0,1\n1,1e-3\n2,5\n",
         '\ufeffa,"b"\n"1",2\n3,4\n',
         "1\n2\n3\n",
+        ",0,1\n0,1.5,2\n1,2.5,3\n2,3.5,4\n",
+        "0,1\n1.5,2\n2.5,3\n",
+        "0\n1.5\n2\n",
+        "0\n1\n2\n",
     ],
 )
 def test_the_fast_reading_of_numbers_reads_as_the_csv_module_does(tmp_path: Path, content: str) -> None:
@@ -186,6 +190,70 @@ def test_a_dataframe_written_by_pandas_reads_back(tmp_path: Path) -> None:
     )
     frame[["alcohol"]].to_csv(tmp_path / "plain.csv", index=False)
     assert load_samples(tmp_path / "plain.csv", "X").values[:, 0].tolist() == frame["alcohol"].tolist()
+
+
+@pytest.mark.parametrize(
+    ("content", "values", "columns", "note"),
+    [
+        (",0,1\n0,1.5,2\n1,2.5,3\n2,3.5,4\n", [[1.5, 2], [2.5, 3], [3.5, 4]], ("0", "1"), "columns 0, 1"),
+        (",2019,2020\n0,1.5,2\n1,2.5,3\n2,3.5,4\n", [[1.5, 2], [2.5, 3], [3.5, 4]], ("2019", "2020"), "2019"),
+        ("0,1\n1.5,2\n2.5,3\n", [[1.5, 2], [2.5, 3]], ("0", "1"), "columns 0, 1"),
+        ("0\n1.5\n2.0\n", [[1.5], [2]], ("0",), "column 0 (from"),
+        # a first line of data: a row number 0, 1, 2 going on below it; counts that start at 0
+        ("0,1\n1,1e-3\n2,5\n", [[0, 1], [1, 1e-3], [2, 5]], None, "kept as data"),
+        ("0\n3\n2\n", [[0], [3], [2]], None, "line 1 reads 0, as pandas heads a column it numbered; kept"),
+    ],
+)
+def test_pandas_column_numbers_are_a_header(
+    tmp_path: Path, content: str, values: list, columns: tuple | None, note: str
+) -> None:
+    """A frame made from an array has columns 0, 1, ...: to_csv writes them as a line of numbers."""
+    samples = read(tmp_path, content)
+    assert samples.values.tolist() == values and samples.columns == columns
+    assert any(note in said for said in samples.notes), samples.notes
+
+
+def test_frames_of_arrays_written_by_pandas_read_back(tmp_path: Path) -> None:
+    """What ``pd.DataFrame(array).to_csv(path)`` writes, with and without its index, floats and whole
+    numbers, one column or five: the array back, and the index left out."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(2)
+    arrays = {
+        "floats": rng.normal(size=(50, 5)).astype(np.float32),
+        "column": rng.normal(size=(50, 1)),
+        "counts": rng.poisson(3.0, size=(50, 3)),
+    }
+    for label, array in arrays.items():
+        for index in (True, False):
+            path = tmp_path / f"{label}-{index}.csv"
+            pd.DataFrame(array).to_csv(path, index=index)
+            samples = load_samples(path, "X")
+            assert samples.values.shape == array.shape, (label, index, samples.notes)
+            np.testing.assert_array_equal(samples.values.astype(array.dtype), array, err_msg=label)
+            assert samples.columns == tuple(str(j) for j in range(array.shape[1]))
+            left_out = "X: first column (an unnamed index 0..49, as pandas' to_csv writes it) left out"
+            assert (left_out in samples.notes) == index
+
+
+def test_mitool_estimate_reads_frames_written_by_pandas_with_its_defaults(tmp_path: Path) -> None:
+    """``pd.DataFrame(x).to_csv("x.csv")``, ``pd.DataFrame(y).to_csv("y.csv", index=False)``: the
+    value of the arrays themselves (last stop's trial refused the first and read the second's header
+    as a row)."""
+    pd = pytest.importorskip("pandas")
+    from mitool.cli.main import main
+    from mitool.estimation import estimate
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(400, 2)).astype(np.float32)
+    y = (x + rng.normal(size=(400, 2))).astype(np.float32)
+    pd.DataFrame(x).to_csv(tmp_path / "x.csv")
+    pd.DataFrame(y).to_csv(tmp_path / "y.csv", index=False)
+    args = ["estimate", str(tmp_path / "x.csv"), str(tmp_path / "y.csv"), "--quiet", "--estimator", "ksg"]
+    result = CliRunner().invoke(main, [*args, "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["value"] == pytest.approx(estimate(x, y, estimator="ksg").value)
+    assert "Y: columns 0, 1 (from the header of y.csv)" in report["notes"]
 
 
 def test_mitool_estimate_leaves_a_pandas_index_out(tmp_path: Path) -> None:
