@@ -16,6 +16,7 @@ from mitool.critics.gaussian import (
     GaussianCritics,
     canonical_fit,
     fit_gaussian_critics,
+    infonce_of_mixture,
     infonce_of_scores,
     related_correlations,
 )
@@ -103,6 +104,17 @@ def test_a_share_of_unrelated_pairs_is_found_and_scores_as_the_true_critic() -> 
     as_tensors = [torch.as_tensor(side[2000:], dtype=torch.float32) for side in (x, y)]
     critic, _, _ = fit_gaussian_critics([(x[:2000], y[:2000])], [as_tensors], block=2000)
     assert float(critic.weight[0]) == 1.0
+
+
+@pytest.mark.parametrize("weight", [1.0, 0.8, 0.3])
+def test_the_mixture_value_from_row_sums_is_infonce_of_the_mixture_scores(weight: float) -> None:
+    """The scan's InfoNCE of f_w = log(w e^S + 1 - w) from S's row sums against InfoNCE of f_w formed
+    entry by entry (float64), on scores with strong positives (up to 40 nats: no overflow)."""
+    generator = torch.Generator().manual_seed(0)
+    scores = 8.0 * torch.randn(300, 300, dtype=torch.float64, generator=generator)
+    scores.diagonal().add_(25.0)
+    mixture = torch.log(weight * torch.exp(scores) + 1.0 - weight)
+    assert infonce_of_mixture(scores, weight) == pytest.approx(infonce_of_scores(mixture), abs=1e-10)
 
 
 def test_the_rank_kept_is_the_one_whose_validation_value_is_highest() -> None:

@@ -145,6 +145,26 @@ def infonce_of_scores(scores: Tensor) -> float:
     return float((scores.diagonal() - torch.logsumexp(scores, dim=1)).mean() + math.log(scores.shape[0]))
 
 
+def infonce_of_mixture(scores: Tensor, weight: float) -> float:
+    """InfoNCE of the mixture's critic f_w = log(w exp(S) + 1 - w) (see the module) from the related
+    pairs' (b, b) scores S, without forming f_w: its row sums are w sum_j exp(S_ij) + b (1 - w), so
+
+        logsumexp_j f_w(i, j) = logaddexp(log w + logsumexp_j S_ij, log b + log(1 - w)),
+
+    and the value is mean_i [f_w(i, i) - logsumexp_j f_w(i, j)] + log b: the same number as
+    ``infonce_of_scores(_with_unrelated_pairs(scores, weight))`` (up to rounding) for two
+    transcendental functions of b values a row, not of b^2 (the scan of :func:`_rank_values` makes
+    one such value per weight, rank and block)."""
+    if weight == 1.0:
+        return infonce_of_scores(scores)
+    b = scores.shape[0]
+    log_w, log_rest = math.log(weight), math.log1p(-weight)
+    rest = torch.tensor(log_rest, dtype=scores.dtype, device=scores.device)
+    diagonal = torch.logaddexp(scores.diagonal() + log_w, rest)
+    rows = torch.logaddexp(torch.logsumexp(scores, dim=1) + log_w, rest + math.log(b))
+    return float((diagonal - rows).mean() + math.log(b))
+
+
 def _held_out(scores_of: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tensor, block: int) -> float:
     """The InfoNCE value of a critic on held-out rows, in blocks of at most ``block`` rows."""
     values, sizes = [], []
@@ -183,13 +203,14 @@ def _rank_values(fitted: Sequence[Tensor], weight: float, x: Tensor, y: Tensor, 
         scores = torch.zeros(len(rows), len(rows), dtype=u.dtype, device=u.device)
         totals[0] += infonce_of_scores(scores) * len(rows)
         for pair in range(len(rho)):
-            r, one = rho[pair], 1.0 - rho[pair] ** 2
-            scores += (
-                (r / one) * u[:, pair, None] * v[None, :, pair]
-                - (r**2 / (2 * one)) * (u[:, pair, None] ** 2 + v[None, :, pair] ** 2)
-                - 0.5 * torch.log(one)
-            )
-            totals[pair + 1] += infonce_of_scores(_with_unrelated_pairs(scores, weight)) * len(rows)
+            r = float(rho[pair])
+            one = 1.0 - r**2
+            own = r**2 / (2 * one)
+            # in place, three passes over the block: (r / one) u_i v_j, then the terms of u_i and v_j
+            scores.addr_(u[:, pair], v[:, pair], alpha=r / one)
+            scores.add_((-own * u[:, pair] ** 2 - 0.5 * math.log(one))[:, None])
+            scores.add_((-own * v[:, pair] ** 2)[None, :])
+            totals[pair + 1] += infonce_of_mixture(scores, weight) * len(rows)
         sizes.append(len(rows))
     return (totals / sum(sizes)).tolist()
 
