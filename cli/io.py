@@ -270,7 +270,8 @@ def _numbered_header(first: Sequence[str], column: Sequence[str]) -> bool:
     ``column`` is the first column's fields below that line.
 
     * An empty first field and no other (:func:`_above_an_index`): a header, whatever the other
-      names are (in a line of data an empty field would be a missing value).
+      names are but for numbers with a fraction (in a line of data an empty field would be a
+      missing value).
     * Exactly 0, 1, ..., d - 1 with d >= 2 columns: a header (a file of data whose first row is
       exactly that is rarer than a frame written with its column numbers), unless the first column
       goes on 1, 2, 3, ... below it: then the line is the first row of a file with a row number.
@@ -287,8 +288,16 @@ def _numbered_header(first: Sequence[str], column: Sequence[str]) -> bool:
 
 
 def _above_an_index(first: Sequence[str]) -> bool:
-    """A first line of an empty field, then names (numbers too): what pandas writes above its index."""
-    return len(first) > 1 and first[0] == "" and all(first[1:])
+    """A first line of an empty field, then names, none of them a number but a whole one (column
+    numbers, years): what pandas writes above its index. A first line of data missing its first
+    value (",1.5,2") is not one, and stays an error naming the empty field."""
+    names = first[1:]
+    return (
+        len(first) > 1
+        and first[0] == ""
+        and all(names)
+        and all(WHOLE_NUMBER.fullmatch(name) or not _is_number(name) for name in names)
+    )
 
 
 def _column_numbers(width: int) -> list[str]:

@@ -118,6 +118,7 @@ def test_numbers_with_spaces_or_quotes_are_numbers(tmp_path: Path) -> None:
         (",a\n0,1\n1,x\n2,3\n", "x.csv line 3, column 2: 'x' is not a number"),  # columns of the file
         ("a,b\n1,2\n3,\n", "x.csv line 3, column 2 is empty (a missing value)"),
         ("a,b\nu,2\n,3\n", "x.csv line 3, column 1 is empty (a missing value)"),
+        (",1.5,2\n0,2.5,3\n", "x.csv line 1, column 1 is empty (a missing value)"),
         ("a,b\n1,nan\n2,3\n", "x.csv line 2, column 2: 'nan' is NaN or infinite"),
         ("a,b\n1\n", "x.csv line 1 (a header) has 2 fields, the first data line 1"),
         ("a,b\n\n1,2\n\n3\n", "x.csv line 5 has 1 fields, the first data line 2"),
