@@ -93,7 +93,8 @@ def estimate_command(
     """Estimate I(X; Y) in nats from paired samples: row i of X goes with row i of Y.
 
     X and Y (and Z of --given) are .npy, .npz (one array) or .csv files (comma-separated; the
-    first line is a header when none of its fields is a number), one row per sample. Discrete
+    first line is a header when none of its fields is a number, or when it is pandas' column
+    numbers 0, 1, ...; pandas' index column is left out), one row per sample. Discrete
     variables (class labels, counts) are found by --discrete; the estimator is the one for the
     kind of data (Defaults, below) unless --estimator names one, and the result's notes say what
     was decided. A neural estimator trains critics on a training split and reports the bound on
