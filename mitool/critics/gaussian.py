@@ -61,6 +61,11 @@ __all__ = ["GaussianCritics", "canonical_fit", "fit_gaussian_critics", "infonce_
 MAX_CORRELATION = 0.9999
 """Canonical correlations are kept below this: the critic stays finite for (near) copies."""
 
+SHRINKAGES = (0.0, 0.25, 0.5, 0.75)
+"""The shrinkages s of each side's covariance toward its diagonal (regularised CCA:
+:func:`~mitool.estimators.preparation.canonical_maps`) that :func:`fit_gaussian_critics` may try
+with ``shrink=True``; 0 (plain CCA) wins ties."""
+
 WEIGHTS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3)
 """The weights w of the related pairs a Gaussian critic may assume (see the module): the one kept,
 with the rank, is the one whose validation value is highest; 1 (every pair related) wins ties."""
@@ -73,12 +78,14 @@ def radial_features(rows):
     return np.concatenate(parts, axis=-1) if isinstance(rows, np.ndarray) else torch.cat(parts, dim=-1)
 
 
-def canonical_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:
+def canonical_fit(x: np.ndarray, y: np.ndarray, shrinkage: float = 0.0) -> tuple[np.ndarray, ...]:
     """(mean_x (dx,), mean_y (dy,), A (m, dx), B (m, dy), rho (m,)) of the training rows: the m =
-    min(dx, dy) canonical directions, unit-variance, in decreasing order of correlation."""
+    min(dx, dy) canonical directions (of regularised CCA with ``shrinkage``:
+    :func:`~mitool.estimators.preparation.canonical_maps`), unit-variance, and the training rows'
+    correlation along each, in the maps' order."""
     from mitool.estimators.preparation import canonical_maps
 
-    map_x, map_y = canonical_maps(x, y)
+    map_x, map_y = canonical_maps(x, y, shrinkage)
     m = min(x.shape[1], y.shape[1])
     mean_x, mean_y = x.mean(0), y.mean(0)
     u, v = (x - mean_x) @ map_x[:m].T, (y - mean_y) @ map_y[:m].T
@@ -221,25 +228,28 @@ def fit_gaussian_critics(
     block: int,
     device: str = "cpu",
     features: str = "plain",
+    shrink: bool = False,
 ) -> tuple[GaussianCritics, list[int], list[float]]:
     """One Gaussian critic per run on ``features`` of the inputs, fitted on its fit rows (numpy,
-    float64), with the weight w of :data:`WEIGHTS` and the rank r in 0 .. min(dx, dy) whose InfoNCE
-    value on its validation rows (tensors) is highest; returns the stacked critics, each run's rank
-    and validation value (each run's weight is the critics' ``weight``)."""
+    float64), with the weight w of :data:`WEIGHTS` and the rank r in 0 .. min(dx, dy) (and with
+    ``shrink`` the shrinkage of :data:`SHRINKAGES`) whose InfoNCE value on its validation rows
+    (tensors) is highest; returns the stacked critics, each run's rank and validation value (each
+    run's weight is the critics' ``weight``)."""
     lift = FEATURES[features]
     kept, ranks, values = [], [], []
     for (x, y), (x_validation, y_validation) in zip(fits, validations, strict=True):
-        *fitted, observed = canonical_fit(lift(x), lift(y))
-        as_tensors = [torch.as_tensor(part, dtype=torch.float32) for part in fitted]
         x_validation, y_validation = lift(x_validation.cpu()), lift(y_validation.cpu())
-        best = (-math.inf, 0, 1.0)
-        for weight in WEIGHTS:
-            rho = torch.as_tensor(related_correlations(observed, weight), dtype=torch.float32)
-            by_rank = _rank_values([*as_tensors, rho], weight, x_validation, y_validation, block)
-            rank = int(np.argmax(by_rank))
-            if by_rank[rank] > best[0]:  # strictly: ties keep the earlier weight (rank 0 is the same for all)
-                best = (by_rank[rank], rank, weight)
-        value, rank, weight = best
+        best = (-math.inf, 0, 1.0, ())
+        for shrinkage in SHRINKAGES if shrink else (0.0,):
+            *fitted, observed = canonical_fit(lift(x), lift(y), shrinkage)
+            as_tensors = [torch.as_tensor(part, dtype=torch.float32) for part in fitted]
+            for weight in WEIGHTS:
+                rho = torch.as_tensor(related_correlations(observed, weight), dtype=torch.float32)
+                by_rank = _rank_values([*as_tensors, rho], weight, x_validation, y_validation, block)
+                rank = int(np.argmax(by_rank))
+                if by_rank[rank] > best[0]:  # strictly: ties keep the earlier (rank 0 is the same for all)
+                    best = (by_rank[rank], rank, weight, (fitted, observed))
+        value, rank, weight, (fitted, observed) = best
         rho = np.where(np.arange(len(observed)) < rank, related_correlations(observed, weight), 0.0)
         kept.append((*fitted, rho, np.float64(weight)))
         ranks.append(rank)

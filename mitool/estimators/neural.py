@@ -63,6 +63,7 @@ import numpy as np
 from mitool import bounds, checks, critics
 from mitool.bounds import DEFAULT_ALPHA
 from mitool.critics import CriticSettings
+from mitool.critics.gaussian import SHRINKAGES
 from mitool.estimators.base import (
     UNCAPPED_ADVICE,
     DivergenceError,
@@ -223,6 +224,12 @@ class NeuralSettings(EstimatorSettings):
         True, "Also fit a Gaussian critic on each side's radial features phi(x) = [x, x (|x|^2/d - 1)] (on "
         "the training rows) and keep it instead of the network where it scores higher on the validation "
         "pairs (dependence through the scale, as in the spiral and Student tasks).",
+    )  # fmt: skip
+    shrink_base: bool = setting(
+        False, "Fit the Gaussian critics (the base and the radial candidate) also by regularised CCA, each "
+        f"side's covariance shrunk toward its diagonal by {', '.join(f'{v:g}' for v in SHRINKAGES[1:])}, "
+        "keeping the shrinkage whose validation value is highest with the rank and the weight (with few "
+        "pairs in many dimensions the canonical directions overfit).",
     )  # fmt: skip
     base: str = setting(
         "auto", "The critic's start: gaussian (the Gaussian fitted to the training rows, which the network "
@@ -666,15 +673,35 @@ class _Runs:
         runs = cls(fit, validation, test, splits, member_seeds, settings.ensemble, len(rows[0][0]),
                    (prepared[0][0][0].shape[1], prepared[0][1][0].shape[1]))  # fmt: skip
         if _uses_base(settings) or settings.radial:
-            from mitool.critics.gaussian import fit_gaussian_critics
-
-            fits = [(parts[0][0], parts[1][0]) for parts in prepared]
-            fit_all = partial(fit_gaussian_critics, fits, validation, settings.eval_block, settings.device)
-            if _uses_base(settings):
-                runs.base, runs.base_ranks, _ = fit_all()
-            if settings.radial:
-                runs.radial, runs.radial_ranks, _ = fit_all(features="radial")
+            runs.base, runs.base_ranks, runs.radial, runs.radial_ranks = _gaussian_critics(
+                prepared, validation, settings
+            )
         return runs
+
+
+def _gaussian_critics(
+    prepared: Sequence[tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]],
+    validation: Sequence[tuple[Any, Any]],
+    settings: NeuralSettings,
+) -> tuple[Any, list[int], Any, list[int]]:
+    """The Gaussian base and the radial candidate of each run (None and [] where not used), with
+    their ranks. The members of an ensemble share their rows, so each split's critics are fitted
+    once and repeated for its members (the same critics as fitting each member's)."""
+    from mitool.critics.gaussian import fit_gaussian_critics
+
+    members = settings.ensemble
+    fits = [(parts[0][0], parts[1][0]) for parts in prepared[::members]]
+    fit_all = partial(
+        fit_gaussian_critics, fits, validation[::members], settings.eval_block, settings.device,
+        shrink=settings.shrink_base,
+    )  # fmt: skip
+
+    def each_member(critics: Any, ranks: list[int]) -> tuple[Any, list[int]]:
+        return critics.repeat_interleave(members), [rank for rank in ranks for _ in range(members)]
+
+    base, base_ranks = each_member(*fit_all()[:2]) if _uses_base(settings) else (None, [])
+    radial, radial_ranks = each_member(*fit_all(features="radial")[:2]) if settings.radial else (None, [])
+    return base, base_ranks, radial, radial_ranks
 
 
 def _preparations_differ(rows: Sequence[tuple[np.ndarray, ...]]) -> bool:
