@@ -17,6 +17,13 @@ pair; its 49 sampled others only cost). A critic's *rank* is this r, the number 
 it keeps (the rank of its interaction matrix): not a rank score (``normalise="rank"``), a listing
 order or a process's rank under torchrun.
 
+With few rows in many dimensions the sample canonical directions overfit the training rows (the
+inverse of S_xx amplifies the noise of S_xy); regularised CCA shrinks each side's covariance toward
+its diagonal first, S -> (1 - s) S + s diag(S) (:func:`canonical_fit` with ``shrinkage``), and
+:func:`fit_gaussian_critics` with ``shrink=True`` keeps the s of :data:`SHRINKAGES` whose validation
+value is highest, with the rank and the weight. On bmi's own samples of dense 50 x 50 at n = 1000
+(five folds, 640 fit rows each) the default went from -0.200 to -0.091 nats with it.
+
 Some pairs may be unrelated: a fraction 1 - w of them drawn from the product of the marginals
 (bmi's v2 "sparse Gaussians with inliers", or the mismatched pairs of a collected data set). Both
 kinds of pair have the same marginals, so the canonical directions are those of the related pairs

@@ -20,9 +20,10 @@ An estimate is made in five steps:
    the margin, and the default's ``auto`` from 3000 pairs only (:data:`mitool.estimators.DEFAULTS`).
 3. ``base``: the log density ratio of the Gaussian fitted to the training rows (in canonical
    coordinates, kept to the rank r, the number of canonical pairs, and to the share w of related
-   pairs, the rest independent, whose validation InfoNCE is highest:
-   :func:`mitool.critics.gaussian.fit_gaussian_critics`) is the critic's start, and the network,
-   which starts at zero, learns the correction: f(x, y) = f_Gauss(x, y) + g(x) . h(y).
+   pairs, the rest independent, whose validation InfoNCE is highest; with ``shrink_base``, also to
+   the shrinkage of regularised CCA: :func:`mitool.critics.gaussian.fit_gaussian_critics`) is the
+   critic's start, and the network, which starts at zero, learns the correction:
+   f(x, y) = f_Gauss(x, y) + g(x) . h(y).
 4. :func:`mitool.estimators.critic_training.train_critics`: ``ensemble`` critics per data set
    (other initial weights and batches; the estimate scores their mean), Adam on the bound's loss,
    kept at their best validation value, stopped after ``patience`` scores without improvement.
