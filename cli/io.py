@@ -239,7 +239,7 @@ def table(rows: Sequence[tuple[int, Sequence[str]]], name: str, path: Path) -> S
         )
         if not repeated:
             header, body = tuple(first), rows[1:]
-    elif len(rows) > 1 and _numbered_header(first, [fields[0] for _, fields in rows[1:] if fields]):
+    elif len(rows) > 1 and _numbered_header(first, [fields[0] for _, fields in rows[1:]]):
         header, body = tuple(first), rows[1:]
     if header is not None and len(header) != len(body[0][1]):
         raise ValueError(

@@ -245,10 +245,11 @@ def fit_gaussian_critics(
     lift = FEATURES[features]
     kept, ranks, values = [], [], []
     for (x, y), (x_validation, y_validation) in zip(fits, validations, strict=True):
+        x, y = lift(x), lift(y)
         x_validation, y_validation = lift(x_validation.cpu()), lift(y_validation.cpu())
         best = (-math.inf, 0, 1.0, ())
         for shrinkage in SHRINKAGES if shrink else (0.0,):
-            *fitted, observed = canonical_fit(lift(x), lift(y), shrinkage)
+            *fitted, observed = canonical_fit(x, y, shrinkage)
             as_tensors = [torch.as_tensor(part, dtype=torch.float32) for part in fitted]
             for weight in WEIGHTS:
                 rho = torch.as_tensor(related_correlations(observed, weight), dtype=torch.float32)

@@ -64,7 +64,7 @@ import numpy as np
 from mitool import bounds, checks, critics
 from mitool.bounds import DEFAULT_ALPHA
 from mitool.critics import CriticSettings
-from mitool.critics.gaussian import SHRINKAGES
+from mitool.critics.gaussian import SHRINKAGES, fit_gaussian_critics
 from mitool.estimators.base import (
     UNCAPPED_ADVICE,
     DivergenceError,
@@ -688,8 +688,6 @@ def _gaussian_critics(
     """The Gaussian base and the radial candidate of each run (None and [] where not used), with
     their ranks. The members of an ensemble share their rows, so each split's critics are fitted
     once and repeated for its members (the same critics as fitting each member's)."""
-    from mitool.critics.gaussian import fit_gaussian_critics
-
     members = settings.ensemble
     fits = [(parts[0][0], parts[1][0]) for parts in prepared[::members]]
     fit_all = partial(
