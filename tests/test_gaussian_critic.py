@@ -326,18 +326,3 @@ def test_auto_trains_once_where_rank_scores_and_z_scores_barely_differ() -> None
     assert auto.value == estimate(x, y, estimator="infonce", normalise="rank", **settings).value
     cubed = estimate(x**3, y, estimator="infonce", normalise="auto", **settings)
     assert list(cubed.details["validation_by_normalise"]) == ["rank", "standard"]
-
-
-def test_auto_reports_its_two_trainings_as_one_progress() -> None:
-    """The two trainings of normalise="auto" count on one bar: the second's steps after the first's,
-    and only the last training's closing report (the first's best value is not the end)."""
-    from mitool.estimators.neural import _stage
-
-    seen: list[tuple[int, int, float]] = []
-    first, second = (_stage(lambda *report: seen.append(report), stage, 2) for stage in (0, 1))
-    first(50, 100, 0.1)
-    first(100, 100, 0.2)
-    second(30, 100, 0.3)
-    second(100, 100, 0.4)
-    assert seen == [(50, 200, 0.1), (130, 200, 0.3), (200, 200, 0.4)]
-    assert _stage(None, 0, 2) is None

@@ -6,7 +6,10 @@ step a random batch of B fit pairs scored all-pairs, K = B - 1 in-batch negative
 ``eval_every`` steps the validation pairs are scored as the test pairs will be; each critic is
 kept at its best validation value and training stops after ``patience`` scores without
 improvement (a flexible critic otherwise overfits small data sets and its held-out value falls,
-even below zero).
+even below zero). Runs may be grouped (the critics of one estimate: its folds and ensemble
+members): a group stops when each of its runs has gone ``patience`` scores without improvement,
+and from then on its runs are neither trained nor scored, so that each group ends as it would
+have trained alone (a data set of :func:`mitool.estimate_many`, or one preparation of the data).
 
 Scoring (:func:`held_out_values`): the held-out pairs are cut into blocks of at most ``block``
 pairs; in each block every anchor is scored against all the other rows of the block
@@ -139,11 +142,11 @@ class MeanCritic:
 @dataclass
 class Training:
     """What :func:`train_critics` did, per run: the step of the kept critic, its validation value,
-    the steps run, and the step at which the run diverged (None if it did not)."""
+    the steps it ran (its group's), and the step at which it diverged (None if it did not)."""
 
     best_step: list[int]
     best_value: list[float]
-    steps: int
+    steps: list[int]
     diverged_step: list[int | None]
     diverged_value: list[float | None]
 
@@ -159,6 +162,8 @@ class _BestWeights:
     def update(
         self, stack: StackedCritics, step: int, values: Sequence[float], active: Sequence[bool]
     ) -> None:
+        """Keep the weights of each active run whose validation value in ``values`` (any value for
+        the others) is its best so far; count the others' scores without improvement."""
         improved = [active[r] and values[r] > self.value[r] for r in range(len(values))]
         for run, better in enumerate(improved):
             if better:
@@ -227,11 +232,15 @@ def validation_values(
     validation: Sequence[tuple[Tensor, Tensor]],
     evaluate: Callable,
     schedule: Schedule,
+    scored: Sequence[bool] | None = None,
 ) -> list[float]:
-    """Each critic's mean held-out value (:func:`held_out_values`) on its validation pairs."""
+    """Each critic's mean held-out value (:func:`held_out_values`) on its validation pairs; NaN for
+    those that ``scored`` leaves out (False)."""
     return [
         float(np.mean(held_out_values(critic, x, y, evaluate, schedule.block, schedule.chunk)[0]))
-        for critic, (x, y) in zip(critics, validation, strict=True)
+        if scored is None or scored[run]
+        else math.nan
+        for run, (critic, (x, y)) in enumerate(zip(critics, validation, strict=True))
     ]
 
 
@@ -271,13 +280,16 @@ def train_critics(
     generators: Sequence[torch.Generator],
     progress: Callable[[int, int, float], None] | None = None,
     base: GaussianCritics | None = None,
+    groups: Sequence[int] | None = None,
 ) -> Training:
     """Train the R critics of ``stack`` with the bound called ``bound`` (a name of
     :data:`mitool.bounds.BOUNDS`) on their fit rows and leave each at its best validation value (see
     the module); with a ``base``, run r's critic is base_r + network_r and its validation is scored
-    before the first step too (the network starts at zero, so the base alone may be kept). A run
-    whose training estimate runs away stops there (its :class:`Training` entries say where)."""
+    before the first step too (the network starts at zero, so the base alone may be kept). Runs of
+    one label in ``groups`` (R labels; default: one group) stop together. A run whose training
+    estimate runs away stops there (its :class:`Training` entries say where)."""
     runs = fit.x.shape[0]
+    groups = list(groups) if groups is not None else [0] * runs
     values_of = training_values(bound, options)
     state = torch.full((runs,), math.nan, device=fit.x.device)
     optimiser = torch.optim.AdamW(
@@ -287,33 +299,42 @@ def train_critics(
     diverged: list[int | None] = [None] * runs
     diverged_value: list[float | None] = [None] * runs
     run_index = torch.arange(runs, device=fit.x.device)[:, None]
-    active = [True] * runs
+    active = [True] * runs  # neither diverged nor in a stopped group: trained and scored
+    stopped_at: dict[int, int] = {}  # group -> its last step
+
+    def score(step: int) -> list[float]:
+        values = validation_values(run_critics(stack, base), validation, evaluate, schedule, active)
+        best.update(stack, step, values, active)
+        return values
+
     if base is not None:
-        best.update(
-            stack, 0, validation_values(run_critics(stack, base), validation, evaluate, schedule), active
-        )
+        score(0)
     step = 0
     for step in range(1, schedule.steps + 1):
         pos, neg = _batch_scores(stack, base, *_batches(fit, schedule, generators, run_index))
         loss, mi, state = values_of(pos, neg, state)
         optimiser.zero_grad(set_to_none=True)
-        loss.sum().backward()
+        trained = torch.tensor(active, device=loss.device)  # a stopped run's loss adds no gradient
+        torch.where(trained, loss, torch.zeros_like(loss)).sum().backward()
         optimiser.step()
         for run, value in enumerate(mi.detach().tolist()):
-            if diverged[run] is None and (not math.isfinite(value) or abs(value) > schedule.threshold):
-                diverged[run], diverged_value[run] = step, value
-        active = [d is None for d in diverged]
+            if active[run] and (not math.isfinite(value) or abs(value) > schedule.threshold):
+                diverged[run], diverged_value[run], active[run] = step, value, False
         if step % schedule.eval_every == 0 or step == schedule.steps:
-            values = validation_values(run_critics(stack, base), validation, evaluate, schedule)
-            best.update(stack, step, values, active)
+            values = score(step)
             if progress is not None:
                 latest = float(np.mean([v for v, a in zip(values, active, strict=True) if a] or [math.nan]))
                 progress(step, schedule.steps, latest)
-        if not any(active) or all(
-            s >= schedule.patience for s, a in zip(best.stale, active, strict=True) if a
-        ):
+        for group in set(groups) - set(stopped_at):
+            members = [run for run in range(runs) if groups[run] == group]
+            if all(best.stale[run] >= schedule.patience for run in members if active[run]):
+                stopped_at[group] = step
+                for run in members:
+                    active[run] = False
+        if len(stopped_at) == len(set(groups)):
             break
     best.load_into(stack)
     if progress is not None:
         progress(schedule.steps, schedule.steps, float(np.mean(best.value)))
-    return Training(best.step, best.value, step, diverged, diverged_value)
+    steps = [stopped_at.get(group, step) for group in groups]
+    return Training(best.step, best.value, steps, diverged, diverged_value)

@@ -12,7 +12,8 @@ An estimate is made in five steps:
 2. ``normalise``: each coordinate is replaced by the normal score of its rank among the training
    pairs (``"rank"``, the default) or by its z-score (``"standard"``), maps fitted on the training
    rows; both are increasing per coordinate, so the MI does not change. ``"auto"`` makes the
-   estimate under both, on the same splits, and keeps rank scores unless z-scores' critics score
+   estimate under both, on the same splits (their critics trained together, as one model), and
+   keeps rank scores unless z-scores' critics score
    higher on the validation pairs by more than :data:`AUTO_MARGIN` standard errors: rank scores suit
    heavy tails (Student-t), z-scores keep the scale that carries the dependence in a scale mixture
    (bmi's concentric Gaussians). Each validation value is the best of many scores kept by early
@@ -350,17 +351,21 @@ class NeuralEstimator(Estimator):
     def _estimate_many(
         self, rows: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]], seeds: list[int],
         progress: Progress | None, chunks_on_validation: bool = False,
+        preparations: Sequence[str] | None = None,
     ) -> list[Estimate | DivergenceError]:  # fmt: skip
         """The estimates of R data sets of one shape (z is not used), their critics trained together
-        as one model; ``seeds`` fix each data set's split, initial weights and batches. With
-        ``chunks_on_validation``, each estimate's ``details["validation_chunks"]``: its kept critics'
-        chunk values on its validation pairs (as on the test pairs), for a paired comparison."""
+        as one model, each data set's stopping as it would alone; ``seeds`` fix each data set's
+        split, initial weights and batches, ``preparations`` its ``normalise`` (default: the
+        setting's). With ``chunks_on_validation``, each estimate's ``details["validation_chunks"]``:
+        its kept critics' chunk values on its validation pairs (as on the test pairs), for a paired
+        comparison."""
         from mitool.estimators import critic_training as training
 
         settings = self.settings
-        if settings.normalise == "auto":
+        if preparations is None and settings.normalise == "auto":
             return self._kept_by_validation(rows, seeds, progress)
-        runs = _Runs.prepared([(x, y) for x, y, _ in rows], seeds, settings)
+        preparations = list(preparations or [settings.normalise] * len(rows))
+        runs = _Runs.prepared([(x, y) for x, y, _ in rows], seeds, settings, preparations)
         stack = _stacked_critics(settings, runs.dims, runs.member_seeds, start_at_zero=runs.base is not None)
         schedule = training.Schedule(
             settings.steps, settings.batch_size, settings.lr, settings.eval_every, settings.patience,
@@ -370,7 +375,7 @@ class NeuralEstimator(Estimator):
         evaluate = training.mi_of(self.evaluator, self.evaluation_options)
         result = training.train_critics(
             stack, self.bound, self.train_options, runs.fit, runs.validation, evaluate, schedule,
-            _generators(runs.member_seeds), progress, runs.base,
+            _generators(runs.member_seeds), progress, runs.base, runs.dataset_of_run(),
         )  # fmt: skip
         critics = runs.chosen_critics(
             training.run_critics(stack, runs.base), result.best_value,
@@ -386,27 +391,22 @@ class NeuralEstimator(Estimator):
         progress: Progress | None,
     ) -> list[Estimate | DivergenceError]:  # fmt: skip
         """``normalise="auto"``: the estimates under each of :data:`AUTO_PREPARATIONS`, on the same
-        splits, each data set keeping rank scores unless another preparation's kept critics score
+        splits (every preparation of every data set trained together, each stopping as it would
+        alone: the same estimates as one at a time, in the time of the longest), each data set
+        keeping rank scores unless another preparation's kept critics score
         higher on its validation pairs by more than :data:`AUTO_MARGIN` standard errors of the paired
         difference of their chunk values (an InfoNCE-type value on held-out pairs is a lower bound up
         to noise: the higher is the tighter; the test pairs play no part in the choice). Where the
         preparations barely differ (:data:`AUTO_SAME`), rank scores alone."""
         names = AUTO_PREPARATIONS if _preparations_differ(rows) else AUTO_PREPARATIONS[:1]
-        candidates = [
-            self._with_preparation(name)._estimate_many(
-                rows, seeds, _stage(progress, stage, len(names)), chunks_on_validation=True
-            )
-            for stage, name in enumerate(names)
-        ]
+        results = self._estimate_many(
+            [row for row in rows for _ in names], [seed for seed in seeds for _ in names], progress,
+            chunks_on_validation=True, preparations=[name for _ in rows for name in names],
+        )  # fmt: skip
         return [
-            _kept_preparation(dict(zip(names, results, strict=True)))
-            for results in zip(*candidates, strict=True)
+            _kept_preparation(dict(zip(names, results[first : first + len(names)], strict=True)))
+            for first in range(0, len(results), len(names))
         ]
-
-    def _with_preparation(self, name: str) -> NeuralEstimator:
-        from dataclasses import asdict
-
-        return type(self)(**{**asdict(self.settings), "normalise": name})
 
     def _one_estimate(
         self, runs: _Runs, dataset: int, critics: Sequence[Any], training: Training,
@@ -443,7 +443,11 @@ class NeuralEstimator(Estimator):
         bad = ~np.isfinite(values) | (np.abs(values) > bounds.DIVERGENCE_THRESHOLD)
         if bad.any():
             message = _divergence_message(
-                self.bound, settings.critic, training.steps, values[bad][0], "on held-out pairs"
+                self.bound,
+                settings.critic,
+                max(training.steps[i] for split in indices for i in split),
+                values[bad][0],
+                "on held-out pairs",
             )
             return DivergenceError(message)
         result = self._assembled(runs, dataset, scored, member_values, training)
@@ -474,9 +478,10 @@ class NeuralEstimator(Estimator):
             "n_test": sum(len(split.test) for split in splits),
             "negatives_train": settings.batch_size - 1,
             "negatives_test": int(min(negatives.min() for _, negatives in scored)),
-            "steps": training.steps, "best_step": max(training.best_step[i] for i in indices),
+            "steps": max(training.steps[i] for i in indices),
+            "best_step": max(training.best_step[i] for i in indices),
             "base": "gaussian" if runs.base is not None else "none",
-            "kept": [runs.kept[i] for i in indices], "normalise": settings.normalise,
+            "kept": [runs.kept[i] for i in indices], "normalise": runs.preparations[dataset],
             "validation_value": float(np.mean([runs.kept_values[i] for i in indices])),
             "ceiling": ceiling, "at_ceiling": at_ceiling, "saturating": saturating,
         }  # fmt: skip
@@ -608,6 +613,7 @@ class _Runs:
     radial_ranks: list[int] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     kept_values: list[float] = field(default_factory=list)
+    preparations: list[str] = field(default_factory=list)
 
     def chosen_critics(
         self, trained: Sequence[Any], trained_values: Sequence[float], score: Callable
@@ -638,6 +644,11 @@ class _Runs:
                 self.kept.append(f"the network {based}")
         return chosen
 
+    def dataset_of_run(self) -> list[int]:
+        """Each run's data set."""
+        per_dataset = len(self.splits[0]) * self.members
+        return [run // per_dataset for run in range(len(self.member_seeds))]
+
     def of_dataset(self, dataset: int) -> list[list[int]]:
         """Data set ``dataset``'s runs, one list of member runs per split."""
         per_split = len(self.splits[0])
@@ -647,17 +658,18 @@ class _Runs:
 
     @classmethod
     def prepared(
-        cls, rows: Sequence[tuple[np.ndarray, np.ndarray]], seeds: Sequence[int], settings: NeuralSettings
-    ) -> _Runs:
+        cls, rows: Sequence[tuple[np.ndarray, np.ndarray]], seeds: Sequence[int], settings: NeuralSettings,
+        preparations: Sequence[str],
+    ) -> _Runs:  # fmt: skip
         import torch
 
         from mitool.estimators.critic_training import FitRows
 
         splits = [_splits(len(x), settings, seed) for (x, _), seed in zip(rows, seeds, strict=True)]
         prepared, member_seeds = [], []
-        for (x, y), own, seed in zip(rows, splits, seeds, strict=True):
+        for (x, y), own, seed, preparation in zip(rows, splits, seeds, preparations, strict=True):
             for number, split in enumerate(own):
-                parts = _prepared_run(x, y, split, settings)
+                parts = _prepared_run(x, y, split, settings, preparation)
                 for member in range(settings.ensemble):
                     prepared.append(parts)
                     member_seeds.append(_member_seed(_member_seed(seed, number), member))
@@ -672,7 +684,8 @@ class _Runs:
         validation = [(tensor(parts[0][1]), tensor(parts[1][1])) for parts in prepared]
         test = [(tensor(parts[0][2]), tensor(parts[1][2])) for parts in prepared]
         runs = cls(fit, validation, test, splits, member_seeds, settings.ensemble, len(rows[0][0]),
-                   (prepared[0][0][0].shape[1], prepared[0][1][0].shape[1]))  # fmt: skip
+                   (prepared[0][0][0].shape[1], prepared[0][1][0].shape[1]),
+                   preparations=list(preparations))  # fmt: skip
         if _uses_base(settings) or settings.radial:
             runs.base, runs.base_ranks, runs.radial, runs.radial_ranks = _gaussian_critics(
                 prepared, validation, settings
@@ -743,19 +756,6 @@ def _kept_preparation(results: dict[str, Estimate | DivergenceError]) -> Estimat
     )
 
 
-def _stage(progress: Progress | None, stage: int, stages: int) -> Progress | None:
-    """``progress`` of stage ``stage`` of ``stages`` equal ones: its steps after the earlier stages';
-    a stage's closing report (its best value, at its last step) only for the last stage."""
-    if progress is None:
-        return None
-
-    def report(done: int, total: int, value: float) -> None:
-        if done < total or stage == stages - 1:
-            progress(stage * total + done, stages * total, value)
-
-    return report
-
-
 def _related_words(gaussian: Any, run: int) -> str:
     """ ", with w of the pairs related" where run ``run``'s Gaussian critic assumes a fraction w < 1
     of related pairs (:mod:`mitool.critics.gaussian`), else nothing."""
@@ -776,11 +776,12 @@ def _splits(n: int, settings: NeuralSettings, seed: int) -> list[Split]:
 
 
 def _prepared_run(
-    x: np.ndarray, y: np.ndarray, split: Split, settings: NeuralSettings
+    x: np.ndarray, y: np.ndarray, split: Split, settings: NeuralSettings, preparation: str
 ) -> list[list[np.ndarray]]:
-    """One split's [fit, validation, test] rows of x and of y, prepared (normalised, and in
-    canonical coordinates when asked) by maps fitted on its training rows."""
-    prepare = PREPARATIONS[settings.normalise]
+    """One split's [fit, validation, test] rows of x and of y, prepared (by ``preparation``, a key of
+    :data:`PREPARATIONS`, and in canonical coordinates when asked) by maps fitted on its training
+    rows."""
+    prepare = PREPARATIONS[preparation]
     prepared = [
         prepare(data[split.train], data[split.fit], data[split.validation], data[split.test])
         for data in (x, y)
