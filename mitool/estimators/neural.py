@@ -13,8 +13,8 @@ An estimate is made in five steps:
    pairs (``"rank"``, the default) or by its z-score (``"standard"``), maps fitted on the training
    rows; both are increasing per coordinate, so the MI does not change. ``"auto"`` makes the
    estimate under both, on the same splits (their critics trained together, as one model), and
-   keeps rank scores unless z-scores' critics score
-   higher on the validation pairs by more than :data:`AUTO_MARGIN` standard errors: rank scores suit
+   keeps rank scores unless z-scores' critics score higher on the validation pairs by more than
+   :data:`AUTO_MARGIN` standard errors: rank scores suit
    heavy tails (Student-t), z-scores keep the scale that carries the dependence in a scale mixture
    (bmi's concentric Gaussians). Each validation value is the best of many scores kept by early
    stopping, and the noisier critic can win it by a little and then fail on the test pairs: hence
@@ -392,9 +392,9 @@ class NeuralEstimator(Estimator):
     ) -> list[Estimate | DivergenceError]:  # fmt: skip
         """``normalise="auto"``: the estimates under each of :data:`AUTO_PREPARATIONS`, on the same
         splits (every preparation of every data set trained together, each stopping as it would
-        alone: the same estimates as one at a time, in the time of the longest), each data set
-        keeping rank scores unless another preparation's kept critics score
-        higher on its validation pairs by more than :data:`AUTO_MARGIN` standard errors of the paired
+        alone: the same estimates as one at a time, in about the time of the longest), each data
+        set keeping rank scores unless another preparation's kept critics score higher on its
+        validation pairs by more than :data:`AUTO_MARGIN` standard errors of the paired
         difference of their chunk values (an InfoNCE-type value on held-out pairs is a lower bound up
         to noise: the higher is the tighter; the test pairs play no part in the choice). Where the
         preparations barely differ (:data:`AUTO_SAME`), rank scores alone."""
