@@ -289,7 +289,9 @@ def train_critics(
     one label in ``groups`` (R labels; default: one group) stop together. A run whose training
     estimate runs away stops there (its :class:`Training` entries say where)."""
     runs = fit.x.shape[0]
-    groups = list(groups) if groups is not None else [0] * runs
+    members_of: dict[int, list[int]] = {}  # group -> its runs
+    for run, group in enumerate(groups if groups is not None else [0] * runs):
+        members_of.setdefault(group, []).append(run)
     values_of = training_values(bound, options)
     state = torch.full((runs,), math.nan, device=fit.x.device)
     optimiser = torch.optim.AdamW(
@@ -325,16 +327,20 @@ def train_critics(
             if progress is not None:
                 latest = float(np.mean([v for v, a in zip(values, active, strict=True) if a] or [math.nan]))
                 progress(step, schedule.steps, latest)
-        for group in set(groups) - set(stopped_at):
-            members = [run for run in range(runs) if groups[run] == group]
-            if all(best.stale[run] >= schedule.patience for run in members if active[run]):
+        for group, members in members_of.items():
+            if group not in stopped_at and all(
+                best.stale[run] >= schedule.patience for run in members if active[run]
+            ):
                 stopped_at[group] = step
                 for run in members:
                     active[run] = False
-        if len(stopped_at) == len(set(groups)):
+        if len(stopped_at) == len(members_of):
             break
     best.load_into(stack)
     if progress is not None:
         progress(schedule.steps, schedule.steps, float(np.mean(best.value)))
-    steps = [stopped_at.get(group, step) for group in groups]
+    steps = [0] * runs
+    for group, members in members_of.items():
+        for run in members:
+            steps[run] = stopped_at.get(group, step)
     return Training(best.step, best.value, steps, diverged, diverged_value)
