@@ -13,6 +13,12 @@ and returns a :class:`BoundResult` with
 * ``npc``: for the InfoNCE family only, the mean negative-positive-coupling multiplier of the DCL
   paper, q_B = 1 - e^{pos} / (e^{pos} + sum_k e^{neg_k}), detached; ``None`` elsewhere.
 
+Leading dimensions are independent sets of scores, as in torch.nn.functional: ``pos`` (..., B) and
+``neg`` (..., B, K) give ``loss``, ``mi`` and ``npc`` of shape (...), each entry the bound of its
+own scores alone (R critics trained together, as :mod:`mitool.stacked` stacks them, take one call
+and sum their R losses; no ``torch.func.vmap`` needed, whose per-call cost was most of a small
+batch's step).
+
 All arithmetic is done in float32 whatever the dtype of the scores (bf16 and fp16 scores from
 autocast are upcast once), and in log space: scores of magnitude 1e3 with K = 65536 neither
 overflow nor give NaN. The InfoNCE family never concatenates ``pos`` and ``neg`` into the
@@ -85,6 +91,8 @@ class BoundResult:
     npc: scalar tensor (detached) with the mean negative-positive-coupling multiplier
         q_B = 1 - softmax weight of the positive among [pos, neg] (Yeh et al. 2021), for the
         InfoNCE family; ``None`` for the other bounds.
+
+    With scores of leading shape (...) (see the module), each is a tensor of that shape.
     """
 
     loss: Tensor
@@ -94,9 +102,9 @@ class BoundResult:
 
 _SCORES = """Parameters
     ----------
-    pos : Tensor, shape (B,)
+    pos : Tensor, shape (B,) or (..., B)
         The critic's scores f(x_i, y_i) of B positive pairs, drawn from the joint p(x, y).
-    neg : Tensor, shape (B, K)
+    neg : Tensor, shape (B, K) or (..., B, K)
         The scores f(x_i, y'_ik) of the same anchors against K samples y'_ik of the marginal p(y)."""
 _FAMILY_NPC = "InfoNCE's mean coupling multiplier q_B (detached)"
 _DECOUPLED_NPC = "InfoNCE's q_B at these scores (detached)"
@@ -129,26 +137,31 @@ def _check_scores(pos: Tensor, neg: Tensor) -> tuple[Tensor, Tensor]:
         raise ValueError(
             f"pos and neg must be torch tensors, got {type(pos).__name__} and {type(neg).__name__}"
         )
-    if pos.dim() != 1:
-        raise ValueError(f"pos must have shape (B,), got shape {tuple(pos.shape)}")
-    if neg.dim() != 2:
-        raise ValueError(f"neg must have shape (B, K), got shape {tuple(neg.shape)}")
-    if neg.shape[0] != pos.shape[0]:
+    if pos.dim() < 1:
+        raise ValueError("pos must have shape (B,) or (..., B), got a scalar")
+    if neg.dim() != pos.dim() + 1 or neg.shape[:-1] != pos.shape:
+        expected = ", ".join(map(str, (*pos.shape, "K")))
         raise ValueError(
-            f"pos and neg must have the same B (first dimension), got {pos.shape[0]} and {neg.shape[0]}"
+            f"neg must have shape ({expected}): pos's shape {tuple(pos.shape)} (the same B anchors) and "
+            f"K negatives, got shape {tuple(neg.shape)}"
         )
-    if pos.shape[0] < 1:
+    if pos.shape[-1] < 1:
         raise ValueError("B (the number of anchors) must be >= 1, got 0")
-    if neg.shape[1] < 1:
-        raise ValueError(f"K (neg.shape[1], the number of negatives) must be >= 1, got {neg.shape[1]}")
+    if neg.shape[-1] < 1:
+        raise ValueError(f"K (neg.shape[-1], the number of negatives) must be >= 1, got {neg.shape[-1]}")
     if not (pos.is_floating_point() and neg.is_floating_point()):
         raise ValueError(f"pos and neg must be floating point, got {pos.dtype} and {neg.dtype}")
     return pos.float(), neg.float()
 
 
 def _log_mean_exp(scores: Tensor) -> Tensor:
-    """log mean exp over all elements, stable."""
-    return torch.logsumexp(scores.reshape(-1), dim=0) - math.log(scores.numel())
+    """log mean_ik exp(s_ik) over the last two dimensions (the anchors and their negatives), stable."""
+    return torch.logsumexp(scores, dim=(-2, -1)) - math.log(scores.shape[-2] * scores.shape[-1])
+
+
+def _mean_over_pairs(scores: Tensor) -> Tensor:
+    """mean_ik over the last two dimensions (the anchors and their negatives)."""
+    return scores.mean(dim=(-2, -1))
 
 
 @functools.cache
@@ -195,18 +208,19 @@ def split_scores(scores: Tensor) -> tuple[Tensor, Tensor]:
     """Split a (B, B) all-pairs score matrix S[i, j] = f(x_i, y_j) into ``(pos, neg)``.
 
     pos = diag(S), shape (B,); neg[i] = the off-diagonal row S[i, j != i] in order, shape
-    (B, B-1), so K = B - 1: every other row of the batch is a negative of anchor i.
+    (B, B-1), so K = B - 1: every other row of the batch is a negative of anchor i. Leading
+    dimensions (R runs' matrices, (R, B, B)) are kept: pos (R, B), neg (R, B, B - 1).
 
     Parameters
     ----------
-    scores : Tensor, shape (B, B)
+    scores : Tensor, shape (B, B) or (..., B, B)
         S[i, j] = f(x_i, y_j), with B >= 2.
 
     Returns
     -------
-    pos : Tensor, shape (B,)
+    pos : Tensor, shape (B,) or (..., B)
         The diagonal, the matched pairs.
-    neg : Tensor, shape (B, B - 1)
+    neg : Tensor, shape (B, B - 1) or (..., B, B - 1)
         Each row without its diagonal entry.
 
     Examples
@@ -217,16 +231,18 @@ def split_scores(scores: Tensor) -> tuple[Tensor, Tensor]:
     >>> pos.tolist(), neg.tolist()
     ([0.0, 4.0, 8.0], [[1.0, 2.0], [3.0, 5.0], [6.0, 7.0]])
     """
-    if not isinstance(scores, torch.Tensor) or scores.dim() != 2 or scores.shape[0] != scores.shape[1]:
+    if not isinstance(scores, torch.Tensor) or scores.dim() < 2 or scores.shape[-2] != scores.shape[-1]:
         shape = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
-        raise ValueError(f"scores must be a square (B, B) tensor, got {shape}")
-    batch = scores.shape[0]
+        raise ValueError(f"scores must be a square (B, B) tensor, or (..., B, B), got {shape}")
+    batch = scores.shape[-1]
     if batch < 2:
         raise ValueError(f"scores must have B >= 2 to leave at least one negative, got B = {batch}")
-    pos = scores.diagonal()
+    lead = scores.shape[:-2]
+    pos = scores.diagonal(dim1=-2, dim2=-1)
     # Drop the diagonal without a boolean mask: in the flattened matrix the diagonal sits every
     # B+1 elements, so rows of length B+1 starting after element 0 end with it.
-    neg = scores.reshape(-1)[1:].reshape(batch - 1, batch + 1)[:, :-1].reshape(batch, batch - 1)
+    flat = scores.reshape(*lead, batch * batch)[..., 1:]
+    neg = flat.reshape(*lead, batch - 1, batch + 1)[..., :-1].reshape(*lead, batch, batch - 1)
     return pos, neg
 
 
@@ -256,7 +272,7 @@ def infonce(pos: Tensor, neg: Tensor) -> BoundResult:
     (2.03, 2.08)
     """
     pos, neg = _check_scores(pos, neg)
-    return _family("coupled", pos, _row_logsumexp(neg), neg.shape[1], weight=neg.shape[1])
+    return _family("coupled", pos, _row_logsumexp(neg), neg.shape[-1], weight=neg.shape[-1])
 
 
 @_documented(_FAMILY_NPC)
@@ -295,7 +311,7 @@ def eqco(pos: Tensor, neg: Tensor, alpha: float) -> BoundResult:
     """
     alpha = checks.positive("alpha", alpha)
     pos, neg = _check_scores(pos, neg)
-    return _family("coupled", pos, _row_logsumexp(neg), neg.shape[1], weight=alpha)
+    return _family("coupled", pos, _row_logsumexp(neg), neg.shape[-1], weight=alpha)
 
 
 @_documented(_DECOUPLED_NPC)
@@ -326,7 +342,7 @@ def dcl(pos: Tensor, neg: Tensor) -> BoundResult:
     (5.0, -3.05)
     """
     pos, neg = _check_scores(pos, neg)
-    return _family("decoupled", pos, _row_logsumexp(neg), neg.shape[1])
+    return _family("decoupled", pos, _row_logsumexp(neg), neg.shape[-1])
 
 
 @_documented(_DECOUPLED_NPC)
@@ -363,7 +379,7 @@ def dclw(pos: Tensor, neg: Tensor, sigma: float = 0.5, temperature: float = 1.0)
     sigma = checks.positive("sigma", sigma)
     temperature = checks.positive("temperature", temperature)
     pos, neg = _check_scores(pos, neg)
-    return _family("weighted", pos, _row_logsumexp(neg), neg.shape[1], sigma=sigma, temperature=temperature)
+    return _family("weighted", pos, _row_logsumexp(neg), neg.shape[-1], sigma=sigma, temperature=temperature)
 
 
 FORMS: tuple[str, ...] = ("coupled", "decoupled", "weighted")
@@ -430,17 +446,17 @@ def _family(
     if form == "coupled":
         log_weight = 0.0 if weight == num_negatives else math.log(weight / num_negatives)
         per_anchor = torch.logaddexp(pos, neg_lse + log_weight) - pos
-        loss = per_anchor.mean()
+        loss = per_anchor.mean(-1)
         # q_B = 1 - e^{pos} / (e^{pos} + w sum_k e^{neg_k}) = 1 - exp(-per_anchor)
-        npc = (-torch.expm1(-per_anchor.detach())).mean()
+        npc = (-torch.expm1(-per_anchor.detach())).mean(-1)
         return BoundResult(loss=loss, mi=family_estimate(form, loss, None, num_negatives, weight), npc=npc)
     decoupled = neg_lse - pos
-    mi = family_estimate(form, None, decoupled.mean(), num_negatives, weight)
-    npc = torch.sigmoid(decoupled.detach()).mean()  # InfoNCE's q_B at the same scores
+    mi = family_estimate(form, None, decoupled.mean(-1), num_negatives, weight)
+    npc = torch.sigmoid(decoupled.detach()).mean(-1)  # InfoNCE's q_B at the same scores
     if form == "decoupled":
-        return BoundResult(loss=decoupled.mean(), mi=mi, npc=npc)
-    positive_weight = 2.0 - pos.shape[0] * torch.softmax(pos.detach() * (temperature / sigma), dim=0)
-    return BoundResult(loss=(neg_lse - positive_weight * pos).mean(), mi=mi, npc=npc)
+        return BoundResult(loss=decoupled.mean(-1), mi=mi, npc=npc)
+    positive_weight = 2.0 - pos.shape[-1] * torch.softmax(pos.detach() * (temperature / sigma), dim=-1)
+    return BoundResult(loss=(neg_lse - positive_weight * pos).mean(-1), mi=mi, npc=npc)
 
 
 def from_negative_logsumexp(
@@ -457,9 +473,9 @@ def from_negative_logsumexp(
     ----------
     name : str
         One of :data:`INFONCE_FAMILY`.
-    pos : Tensor, shape (B,)
+    pos : Tensor, shape (B,) or (..., B)
         The scores of the positive pairs.
-    neg_lse : Tensor, shape (B,)
+    neg_lse : Tensor, shape of pos
         lse_i = log sum_k e^{neg_ik} of each anchor's negative scores.
     num_negatives : int
         K >= 1, the negatives behind each lse_i.
@@ -483,15 +499,15 @@ def from_negative_logsumexp(
     checks.choice("name", name, INFONCE_FAMILY)
     bound = BOUNDS[name]
     checks.whole_number("num_negatives", num_negatives, 1)
-    if not isinstance(neg_lse, torch.Tensor) or neg_lse.dim() != 1:
-        raise ValueError(
-            f"neg_lse must be a tensor of shape (B,), got {getattr(neg_lse, 'shape', neg_lse)!r}"
-        )
-    pos, neg_lse_column = _check_scores(pos, neg_lse.unsqueeze(1))
+    shape_of_pos = getattr(pos, "shape", None)
+    if not isinstance(neg_lse, torch.Tensor) or neg_lse.dim() < 1 or neg_lse.shape != shape_of_pos:
+        got = tuple(neg_lse.shape) if isinstance(neg_lse, torch.Tensor) else type(neg_lse).__name__
+        raise ValueError(f"neg_lse must be a tensor of pos's shape, (B,) or (..., B), got {got}")
+    pos, neg_lse_column = _check_scores(pos, neg_lse.unsqueeze(-1))
     options = bound.check_options(options)
     weight = bound.negatives_weight(num_negatives, options)
     extra = {key: options[key] for key in ("sigma", "temperature") if key in options}
-    return _family(bound.form, pos, neg_lse_column.squeeze(1), num_negatives, weight, **extra)
+    return _family(bound.form, pos, neg_lse_column.squeeze(-1), num_negatives, weight, **extra)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -523,7 +539,7 @@ def nwj(pos: Tensor, neg: Tensor) -> BoundResult:
     0.0
     """
     pos, neg = _check_scores(pos, neg)
-    mi = pos.mean() - torch.exp(_log_mean_exp(neg) - 1.0)
+    mi = pos.mean(-1) - torch.exp(_log_mean_exp(neg) - 1.0)
     return BoundResult(loss=-mi, mi=mi)
 
 
@@ -553,7 +569,7 @@ def dv(pos: Tensor, neg: Tensor) -> BoundResult:
     (5.0, 5.0)
     """
     pos, neg = _check_scores(pos, neg)
-    mi = pos.mean() - _log_mean_exp(neg)
+    mi = pos.mean(-1) - _log_mean_exp(neg)
     return BoundResult(loss=-mi, mi=mi)
 
 
@@ -575,12 +591,13 @@ def mine(
 
     so the returned ``loss`` has the value -DV but the gradient
     -grad mean(pos) + grad mean(e^{neg}) / ema_t; ``mi`` is the DV value (see :func:`dv`). Kept in
-    log space (no overflow). Works under torch.func.vmap with one average per mapped run.
+    log space (no overflow). With leading dimensions, one average per set of scores.
     :class:`Mine` holds the average for you.
 
     {scores}
     log_average : Tensor or None
-        log ema_{t-1}, a scalar; None or NaN before the first batch.
+        log ema_{t-1}, a scalar (of the scores' leading shape (...), one per set); None or NaN
+        before the first batch.
     rate : float
         The moving average's rate, in (0, 1].
 
@@ -613,8 +630,8 @@ def mine(
     # ratio = mean(e^neg) / ema: value ratio.detach(), gradient grad(mean e^neg) / ema
     ratio = torch.exp(log_mean - updated)
     surrogate = ratio - ratio.detach() + log_mean.detach()
-    loss = -(pos.mean() - surrogate)
-    return BoundResult(loss=loss, mi=pos.mean() - log_mean), updated
+    loss = -(pos.mean(-1) - surrogate)
+    return BoundResult(loss=loss, mi=pos.mean(-1) - log_mean), updated
 
 
 class Mine:
@@ -684,8 +701,8 @@ def js(pos: Tensor, neg: Tensor) -> BoundResult:
     (0.0, 0.0)
     """
     pos, neg = _check_scores(pos, neg)
-    loss = torch.nn.functional.softplus(-pos).mean() + torch.nn.functional.softplus(neg).mean()
-    mi = pos.mean() + 1.0 - torch.exp(_log_mean_exp(neg))
+    loss = torch.nn.functional.softplus(-pos).mean(-1) + _mean_over_pairs(torch.nn.functional.softplus(neg))
+    mi = pos.mean(-1) + 1.0 - torch.exp(_log_mean_exp(neg))
     return BoundResult(loss=loss, mi=mi)
 
 
@@ -718,8 +735,8 @@ def smile(pos: Tensor, neg: Tensor, clip: float = 5.0) -> BoundResult:
     """
     clip = checks.positive("clip", clip)
     pos, neg = _check_scores(pos, neg)
-    loss = torch.nn.functional.softplus(-pos).mean() + torch.nn.functional.softplus(neg).mean()
-    mi = pos.mean() - _log_mean_exp(neg.clamp(-clip, clip))
+    loss = torch.nn.functional.softplus(-pos).mean(-1) + _mean_over_pairs(torch.nn.functional.softplus(neg))
+    mi = pos.mean(-1) - _log_mean_exp(neg.clamp(-clip, clip))
     return BoundResult(loss=loss, mi=mi)
 
 

@@ -24,7 +24,7 @@ and :meth:`~StackedCritics.critics` gives the R trained critics back as ordinary
     stack = StackedCritics([make_critic("separable", 5, 5) for _ in range(4)])
     optimiser = torch.optim.Adam(stack.parameters(), lr=5e-4)
     pos, neg = stack.scores(x, y)                      # x, y: (4, B, 5)
-    loss = torch.vmap(lambda p, n: bounds.infonce(p, n).loss)(pos, neg).sum()
+    loss = bounds.infonce(pos, neg).loss.sum()         # (4,): one loss per run
 """
 
 from __future__ import annotations

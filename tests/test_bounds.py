@@ -272,17 +272,45 @@ def test_mine_value_is_dv_and_gradient_uses_moving_average() -> None:
     assert mine.log_average is None
 
 
-def test_bounds_work_under_vmap_for_stacked_runs() -> None:
-    """Vectorised toy training maps the bounds over a leading run dimension."""
-    pos, neg = random_scores(8 * 5, 6, seed=14)
-    pos, neg = pos.view(5, 8), neg.view(5, 8, 6)
-    for name, options in CASES:
-        if name == "mine":
-            continue
-        function = bounds.get(name, **options)
-        mapped = torch.func.vmap(lambda p, n, f=function: f(p, n).mi)(pos, neg)
-        looped = torch.stack([function(pos[r], neg[r]).mi for r in range(5)])
-        assert torch.allclose(mapped, looped, atol=1e-6), name
+def test_leading_dimensions_are_independent_sets_of_scores() -> None:
+    """Stacked runs (5 runs of 8 anchors, and a 2 x 3 grid of them) in one call: each entry of loss,
+    mi and npc, and the gradient of the summed losses, equal those of its own scores alone; and the
+    same under torch.func.vmap (the toy's training mapped the bounds so before)."""
+    pos, neg = random_scores(8 * 6, 6, seed=14)
+    for lead in [(6,), (2, 3)]:
+        batched_pos = pos.view(*lead, 8).clone().requires_grad_(True)
+        batched_neg = neg.view(*lead, 8, 6).clone().requires_grad_(True)
+        for name, options in CASES:
+            if name == "mine":
+                continue
+            function = bounds.get(name, **options)
+            together = function(batched_pos, batched_neg)
+            assert together.mi.shape == together.loss.shape == lead, name
+            grads = torch.autograd.grad(together.loss.sum(), (batched_pos, batched_neg))
+            flat_pos, flat_neg = batched_pos.reshape(-1, 8), batched_neg.reshape(-1, 8, 6)
+            for run in range(6):
+                alone_pos = flat_pos[run].detach().clone().requires_grad_(True)
+                alone_neg = flat_neg[run].detach().clone().requires_grad_(True)
+                alone = function(alone_pos, alone_neg)
+                alone_grads = torch.autograd.grad(alone.loss, (alone_pos, alone_neg))
+                assert torch.allclose(together.mi.reshape(-1)[run], alone.mi, atol=1e-6), name
+                assert torch.allclose(together.loss.reshape(-1)[run], alone.loss, atol=1e-6), name
+                if alone.npc is not None:
+                    assert torch.allclose(together.npc.reshape(-1)[run], alone.npc, atol=1e-6), name
+                assert torch.allclose(grads[0].reshape(-1, 8)[run], alone_grads[0], atol=1e-6), name
+                assert torch.allclose(grads[1].reshape(-1, 8, 6)[run], alone_grads[1], atol=1e-6), name
+        mapped = torch.func.vmap(lambda p, n: bounds.dclw(p, n).mi)(pos.view(6, 8), neg.view(6, 8, 6))
+        assert torch.allclose(mapped, bounds.dclw(pos.view(6, 8), neg.view(6, 8, 6)).mi, atol=1e-6)
+
+
+def test_split_scores_keeps_leading_dimensions() -> None:
+    scores = torch.randn(2, 3, 5, 5)
+    pos, neg = bounds.split_scores(scores)
+    assert pos.shape == (2, 3, 5) and neg.shape == (2, 3, 5, 4)
+    for i in range(2):
+        for j in range(3):
+            alone = bounds.split_scores(scores[i, j])
+            assert torch.equal(pos[i, j], alone[0]) and torch.equal(neg[i, j], alone[1])
 
 
 # -- split_scores and the registry --------------------------------------------------------------
@@ -374,9 +402,11 @@ def test_evaluators_for_follow_the_critics_optimum() -> None:
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: bounds.infonce(torch.zeros(3, 1), torch.zeros(3, 4)), "pos must have shape"),
-        (lambda: bounds.infonce(torch.zeros(3), torch.zeros(3)), "neg must have shape"),
-        (lambda: bounds.infonce(torch.zeros(3), torch.zeros(4, 2)), "same B"),
+        (lambda: bounds.infonce(torch.zeros(()), torch.zeros(3)), "pos must have shape"),
+        (lambda: bounds.infonce(torch.zeros(3, 1), torch.zeros(3, 4)), r"neg must have shape \(3, 1, K\)"),
+        (lambda: bounds.infonce(torch.zeros(3), torch.zeros(3)), r"neg must have shape \(3, K\)"),
+        (lambda: bounds.infonce(torch.zeros(3), torch.zeros(4, 2)), "same B anchors"),
+        (lambda: bounds.infonce(torch.zeros(2, 3), torch.zeros(3, 3, 2)), r"\(2, 3, K\)"),
         (lambda: bounds.infonce(torch.zeros(3), torch.zeros(3, 0)), "K .* >= 1"),
         (
             lambda: bounds.dv(torch.zeros(3, dtype=torch.long), torch.zeros(3, 2, dtype=torch.long)),
@@ -435,8 +465,10 @@ def test_gradients_and_second_derivatives_match_the_cross_entropy_formulation() 
     assert torch.allclose(ours[1], reference[1], atol=1e-6)
 
 
-def test_pure_mine_under_vmap_equals_one_mine_object_per_run() -> None:
-    """Three steps of five runs: vmap over (pos, neg, log average) against five Mine objects."""
+@pytest.mark.parametrize("mapped_by_vmap", [False, True])
+def test_pure_mine_on_stacked_runs_equals_one_mine_object_per_run(mapped_by_vmap: bool) -> None:
+    """Three steps of five runs, (pos, neg, log average) with a leading run dimension (in one call, or
+    mapped by vmap) against five Mine objects."""
     runs = [bounds.Mine(rate=0.1) for _ in range(5)]
     log_average = torch.full((5,), float("nan"))
 
@@ -444,7 +476,7 @@ def test_pure_mine_under_vmap_equals_one_mine_object_per_run() -> None:
         result, updated = bounds.mine(p, n, a, rate=0.1)
         return result.loss, result.mi, updated
 
-    mapped = torch.func.vmap(step_of_one_run)
+    mapped = torch.func.vmap(step_of_one_run) if mapped_by_vmap else step_of_one_run
     for step in range(3):
         pos, neg = random_scores(5 * 8, 6, scale=1.0, seed=20 + step)
         pos, neg = pos.view(5, 8), neg.view(5, 8, 6).requires_grad_(True)

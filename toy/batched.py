@@ -15,8 +15,9 @@ from :func:`mitool.critics.bound_scores`:
 model, :class:`mitool.stacked.StackedCritics`: the runs' weights are stacked along a leading run
 axis and handed to the critic's own arithmetic (:meth:`mitool.critics.Critic.all_pairs` and
 ``matched_pairs``, the code ``forward`` runs too), so every Linear layer becomes one batched matmul
-(``baddbmm``) for all R runs. The bounds are the functions of :mod:`mitool.bounds`, called under
-``torch.func.vmap`` (one call per group of runs with the same bound, options and K). Adam is
+(``baddbmm``) for all R runs. The bounds are the functions of :mod:`mitool.bounds`, called on the
+runs' stacked scores (one call per group of runs with the same bound, options and K:
+:func:`mitool.estimators.critic_training.training_values`). Adam is
 elementwise, so one Adam over the stacked weights is R independent Adams. :func:`train_sequential`
 is the plain loop (one ``nn.Module`` critic and one optimiser per run); for the same seeds both
 give the same estimates up to float rounding.
@@ -38,9 +39,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import Tensor, nn
-from torch.func import vmap
 
 from mitool import bounds, critics, tasks
+from mitool.estimators.critic_training import training_values
 from mitool.files import atomic_write_bytes
 from mitool.processes import Interruption
 from mitool.stacked import StackedCritics
@@ -198,29 +199,9 @@ def train_sequential(
 _Values = Callable[[Tensor, Tensor, Tensor], tuple[Tensor, Tensor, Tensor]]
 
 
-def _vmapped_bound(name: str, options: dict[str, float]) -> _Values:
-    """The bound over R runs under ``vmap``: (pos (R, B), neg (R, B, K), state (R,)) -> loss (R,),
-    mi (R,) and the new state. The state is MINE's log moving average of mean(e^neg), one per run,
-    updated by the pure :func:`mitool.bounds.mine`; the other bounds hand it back unchanged."""
-    if bounds.BOUNDS[name].stateful:
-
-        def stateful(pos: Tensor, neg: Tensor, log_average: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-            result, updated = bounds.mine(pos, neg, log_average, **options)
-            return result.loss, result.mi, updated
-
-        return vmap(stateful)
-    bound = bounds.get(name, **options)
-
-    def stateless(pos: Tensor, neg: Tensor, state: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        result = bound(pos, neg)
-        return result.loss, result.mi, state
-
-    return vmap(stateless)
-
-
 @dataclass
 class _Subgroup:
-    """Runs of the stacked model that share a bound, its options and K: one ``vmap`` call."""
+    """Runs of the stacked model that share a bound, its options and K: one call of the bound."""
 
     values: _Values
     negatives: int
@@ -250,7 +231,7 @@ class _Group:
         self.subgroups = []
         for (bound, negatives, options), rows in rows_of.items():
             index = slice(None) if len(rows) == len(self.alive) else torch.tensor(rows, device=self.device)
-            self.subgroups.append(_Subgroup(_vmapped_bound(bound, dict(options)), negatives, index))
+            self.subgroups.append(_Subgroup(training_values(bound, dict(options)), negatives, index))
         self.alive_index = torch.tensor(self.alive, dtype=torch.long, device=self.device)
 
     def draw(self, task: tasks.CorrelatedGaussian, batch_size: int, pool: int) -> list[Tensor | None]:
@@ -351,7 +332,7 @@ def train_vectorised(
     grad_norms = torch.full(shape, float("nan"), dtype=torch.float64, device=group.device)
     start = time.perf_counter()
     first, last_check = _restored_stage(stages, group, estimates, grad_norms) if stages else (0, 0)
-    with Interruption() as interruption:  # a signal stops the loop between steps, never inside vmap
+    with Interruption() as interruption:  # a signal stops the loop between steps, never inside one
         for step in range(first, settings.total_steps):
             task = stage_tasks[step // settings.steps_per_stage]
             x, y, marginal = group.draw(task, settings.batch_size, pool)

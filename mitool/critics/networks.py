@@ -8,7 +8,6 @@ from collections.abc import Mapping
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.func import vmap
 
 from mitool import bounds, checks
 
@@ -285,5 +284,5 @@ def bound_scores(
         weights = critic.weights()
     if pool is None:
         scores = critic.all_pairs(weights, x, y)
-        return bounds.split_scores(scores) if scores.dim() == 2 else vmap(bounds.split_scores)(scores)
+        return bounds.split_scores(scores)
     return critic.matched_pairs(weights, x, y), critic.all_pairs(weights, x, pool)

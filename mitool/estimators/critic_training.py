@@ -58,8 +58,8 @@ so that small test sets still give an interval."""
 
 def training_values(name: str, options: Mapping[str, float]) -> Callable:
     """(pos (R, B), neg (R, B, K), state (R,)) -> (loss (R,), mi (R,), new state): the bound's
-    training loss and estimate per run; the state is MINE's log moving average (NaN: not started),
-    passed through unchanged for the other bounds."""
+    training loss and estimate per run, in one call (the bounds take leading dimensions); the state
+    is MINE's log moving average (NaN: not started), passed through unchanged for the other bounds."""
     if bounds.BOUNDS[name].stateful:
 
         def values(pos: Tensor, neg: Tensor, state: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -73,7 +73,7 @@ def training_values(name: str, options: Mapping[str, float]) -> Callable:
             result = function(pos, neg)
             return result.loss, result.mi, state
 
-    return torch.func.vmap(values)
+    return values
 
 
 def mi_of(name: str, options: Mapping[str, float]) -> Callable[[Tensor, Tensor], float]:
@@ -251,7 +251,7 @@ def _batch_scores(
     scores = stack.all_pairs(x, y)
     if base is not None:
         scores = scores + base.all_pairs(x, y)
-    return torch.func.vmap(bounds.split_scores)(scores)
+    return bounds.split_scores(scores)
 
 
 def _batches(
