@@ -329,3 +329,39 @@ def test_auto_trains_once_where_rank_scores_and_z_scores_barely_differ() -> None
     assert auto.value == estimate(x, y, estimator="infonce", normalise="rank", **settings).value
     cubed = estimate(x**3, y, estimator="infonce", normalise="auto", **settings)
     assert list(cubed.details["validation_by_normalise"]) == ["rank", "standard"]
+
+
+def test_a_run_without_its_gaussian_scores_zero_and_leaves_the_others_as_they_were() -> None:
+    """base="mixed": the members that start alone get the zero critic (rho = 0, w = 1): every score
+    exactly 0, whatever the inputs; the other runs score as before, a share of unrelated pairs kept."""
+    x, y = _correlated_rows(300, 3, 2, seed=2)
+    *parts, observed = canonical_fit(x, y)
+    one = [torch.as_tensor(part) for part in (*parts, related_correlations(observed, 0.7), np.float64(0.7))]
+    critics = GaussianCritics(*(torch.stack([part, part]) for part in one))
+    kept = critics.without([1])
+    x_batch, y_batch = (
+        torch.as_tensor(x[:6])[None].expand(2, -1, -1),
+        torch.as_tensor(y[:4])[None].expand(2, -1, -1),
+    )
+    before, after = critics.all_pairs(x_batch, y_batch), kept.all_pairs(x_batch, y_batch)
+    assert torch.equal(after[0], before[0]) and before[1].abs().min() > 0
+    assert torch.equal(after[1], torch.zeros(6, 4, dtype=after.dtype))
+    assert torch.equal(critics.rho[1], torch.as_tensor(one[4]))  # the original is not changed
+
+
+def test_mixed_base_keeps_the_member_on_the_gaussian_where_it_validates_highest() -> None:
+    """A dense Gaussian in 10 + 10 dimensions: the member on the Gaussian base validates far above the
+    one that starts alone, so the estimate is that member's alone, equal to the lone run on the base
+    with the same seed (the same initial weights and batches; neither stops early); details say so."""
+    generator = np.random.default_rng(0)
+    x = generator.normal(size=(800, 10))
+    y = 0.8 * x + 0.6 * generator.normal(size=(800, 10))
+    common = {"steps": 40, "eval_every": 10, "patience": 100, "hidden": 16, "hidden_layers": 1,
+              "batch_size": 64, "radial": False}  # fmt: skip
+    mixed = estimators.get("infonce", base="mixed", ensemble=2, **common).estimate(x, y, seed=0)
+    alone = estimators.get("infonce", base="gaussian", ensemble=1, **common).estimate(x, y, seed=0)
+    assert mixed.details["ensemble_kept"] == ["member 0"] and mixed.details["base"] == "mixed"
+    assert mixed.details["kept"][1] == "the network alone"
+    assert mixed.details["kept"][0].startswith("the network on the gaussian base of rank 10")
+    assert mixed.value == pytest.approx(alone.value, abs=1e-5)
+    assert mixed.value > 3.5  # true MI: -5 log(1 - 0.8^2) = 5.1 nats (a lower bound, capped by the test block)

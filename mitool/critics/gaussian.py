@@ -147,6 +147,13 @@ class GaussianCritics:
     def parts(self) -> tuple[Tensor, ...]:
         return self.mean_x, self.mean_y, self.map_x, self.map_y, self.rho, self.weight
 
+    def without(self, runs: Sequence[int]) -> GaussianCritics:
+        """The same critics but for ``runs``, which become the zero critic (rho = 0 and w = 1: every
+        score exactly 0), as for a network that starts alone."""
+        rho, weight = self.rho.clone(), self.weight.clone()
+        rho[list(runs)], weight[list(runs)] = 0.0, 1.0
+        return GaussianCritics(self.mean_x, self.mean_y, self.map_x, self.map_y, rho, weight, self.features)
+
     def repeat_interleave(self, times: int) -> GaussianCritics:
         """Each critic repeated ``times`` times in a row (the members of an ensemble)."""
         return GaussianCritics(

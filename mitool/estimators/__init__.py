@@ -96,7 +96,7 @@ class Default:
 DEFAULTS: dict[str, Default] = {
     "continuous": Default(
         "infonce",
-        {"ensemble": 2, "normalise": "auto"},
+        {"ensemble": 2, "normalise": "auto", "base": "mixed"},
         small_sample={"folds": 5, "normalise": "rank", "shrink_base": True},
         large_sample={"steps": 4000},
     ),

@@ -158,7 +158,7 @@ def _activation(name: str, value: object) -> str:
 
 
 def _base(name: str, value: object) -> str:
-    return checks.choice(name, value, ("auto", "gaussian", "none"))
+    return checks.choice(name, value, ("auto", "gaussian", "mixed", "none"))
 
 
 def _folds(name: str, value: object) -> int:
@@ -235,7 +235,9 @@ class NeuralSettings(EstimatorSettings):
     )  # fmt: skip
     base: str = setting(
         "auto", "The critic's start: gaussian (the Gaussian fitted to the training rows, which the network "
-        "corrects), none, or auto (gaussian but for the cosine critic).", _base,
+        "corrects), none, auto (gaussian but for the cosine critic), or mixed (with an ensemble: its first "
+        "member on the Gaussian, the next alone, and so on; each split keeps the members' mean or one "
+        "member, whichever scores highest on its validation pairs).", _base,
     )  # fmt: skip
     folds: int = setting(
         0, "Cross-fitting: k >= 2 folds, each scored by critics trained on the others (every pair gives the "
@@ -301,10 +303,10 @@ class NeuralEstimator(Estimator):
         chosen = self.settings
         self.evaluator = check_evaluator(self.bound, chosen.evaluator or self.bound)
         _check_bounded(self.bound, chosen.critic)
-        if chosen.base == "gaussian" and chosen.critic in BOUNDED_CRITICS:
+        if chosen.base in ("gaussian", "mixed") and chosen.critic in BOUNDED_CRITICS:
             raise checks.ParameterError(
-                "base", f"gaussian needs a critic that can start at a zero score, not {chosen.critic!r}; use "
-                "base='none' with it, or another critic",
+                "base", f"{chosen.base} needs a critic that can start at a zero score, not "
+                f"{chosen.critic!r}; use base='none' with it, or another critic",
             )  # fmt: skip
         given = {name: getattr(chosen, name) for name in _option_names(self.bound)}
         self.train_options = bounds.BOUNDS[self.bound].pick_options(given)
@@ -431,12 +433,23 @@ class NeuralEstimator(Estimator):
             return critic_training.held_out_values(critic, *(pairs or runs.test)[run], evaluate,
                                                    settings.eval_block, settings.chunk)  # fmt: skip
 
-        def split_critic(members: list[int]) -> Any:
+        def mean_critic(members: list[int]) -> Any:
             return critics[members[0]] if len(members) == 1 else critic_training.MeanCritic(
                 [critics[m] for m in members]
             )  # fmt: skip
 
-        scored = [held_out(split_critic(members), members[0]) for members in indices]
+        def kept_of_split(members: list[int]) -> tuple[Any, str]:
+            """The split's critic: its members' mean; with base="mixed" (members of two kinds, either
+            of which may be much the worse) the mean or one member, the highest on the validation pairs."""
+            if len(members) == 1 or settings.base != "mixed":
+                return mean_critic(members), "mean"
+            candidates = [(mean_critic(members), "mean")] + [(critics[m], f"member {m - members[0]}")
+                                                             for m in members]  # fmt: skip
+            values = [np.mean(held_out(critic, members[0], runs.validation)[0]) for critic, _ in candidates]
+            return candidates[int(np.argmax(values))]
+
+        kept = [kept_of_split(members) for members in indices]
+        scored = [held_out(critic, members[0]) for (critic, _), members in zip(kept, indices, strict=True)]
         member_values = [[float(np.mean(held_out(critics[m], m)[0])) for m in members]
                          for members in indices if len(members) > 1]  # fmt: skip
         values = np.concatenate([value for value, _ in scored])
@@ -450,17 +463,19 @@ class NeuralEstimator(Estimator):
                 "on held-out pairs",
             )
             return DivergenceError(message)
-        result = self._assembled(runs, dataset, scored, member_values, training)
+        result = self._assembled(runs, dataset, scored, member_values, training, [name for _, name in kept])
         if not chunks_on_validation:
             return result
-        chunks = [held_out(split_critic(members), members[0], runs.validation)[0] for members in indices]
+        chunks = [held_out(critic, members[0], runs.validation)[0]
+                  for (critic, _), members in zip(kept, indices, strict=True)]  # fmt: skip
         return result.with_notes(validation_chunks=np.concatenate(chunks))
 
     def _assembled(
         self, runs: _Runs, dataset: int, scored: list[tuple[np.ndarray, np.ndarray]],
-        member_values: list[list[float]], training: Training,
+        member_values: list[list[float]], training: Training, ensemble_kept: list[str],
     ) -> Estimate:  # fmt: skip
-        """The Estimate from each split's chunk values (see :func:`_interval`)."""
+        """The Estimate from each split's chunk values (see :func:`_interval`); ``ensemble_kept``: each
+        split's critic, its members' "mean" or "member m"."""
         settings = self.settings
         folds = len(scored)
         mean, stderr, degrees, interval = _interval(scored, member_values)
@@ -480,8 +495,9 @@ class NeuralEstimator(Estimator):
             "negatives_test": int(min(negatives.min() for _, negatives in scored)),
             "steps": max(training.steps[i] for i in indices),
             "best_step": max(training.best_step[i] for i in indices),
-            "base": "gaussian" if runs.base is not None else "none",
-            "kept": [runs.kept[i] for i in indices], "normalise": runs.preparations[dataset],
+            "base": "mixed" if settings.base == "mixed" else "gaussian" if runs.base is not None else "none",
+            "kept": [runs.kept[i] for i in indices], "ensemble_kept": ensemble_kept,
+            "normalise": runs.preparations[dataset],
             "validation_value": float(np.mean([runs.kept_values[i] for i in indices])),
             "ceiling": ceiling, "at_ceiling": at_ceiling, "saturating": saturating,
         }  # fmt: skip
@@ -584,11 +600,17 @@ def _stacked_critics(
 
 
 def _uses_base(settings: NeuralSettings) -> bool:
-    """The Gaussian base is used with ``base`` "gaussian", and with "auto" for critics that can start
-    at a zero score (all but the cosine critic)."""
+    """The Gaussian base is used with ``base`` "gaussian" and "mixed" (by some members), and with "auto"
+    for critics that can start at a zero score (all but the cosine critic)."""
     if settings.base == "auto":
         return settings.critic not in BOUNDED_CRITICS
-    return settings.base == "gaussian"
+    return settings.base in ("gaussian", "mixed")
+
+
+def _on_base(settings: NeuralSettings, member: int) -> bool:
+    """Whether ensemble member ``member`` starts at the Gaussian base: every member where the base is
+    used, but with ``base="mixed"`` only the even members (0, 2, ...), the others alone."""
+    return _uses_base(settings) and (settings.base != "mixed" or member % 2 == 0)
 
 
 @dataclass
@@ -638,7 +660,7 @@ class _Runs:
                 chosen.append(critic)
                 based = (
                     f"on the gaussian base of rank {self.base_ranks[run]}{_related_words(self.base, run)}"
-                    if self.base is not None
+                    if self.base is not None and self.base_ranks[run] > 0
                     else "alone"
                 )
                 self.kept.append(f"the network {based}")
@@ -712,6 +734,10 @@ def _gaussian_critics(
         return critics.repeat_interleave(members), [rank for rank in ranks for _ in range(members)]
 
     base, base_ranks = each_member(*fit_all()[:2]) if _uses_base(settings) else (None, [])
+    alone = [run for run in range(len(base_ranks)) if not _on_base(settings, run % members)]
+    if alone:  # base="mixed": these members' base is the zero critic (rank 0, every pair related)
+        base = base.without(alone)
+        base_ranks = [0 if run in alone else rank for run, rank in enumerate(base_ranks)]
     radial, radial_ranks = each_member(*fit_all(features="radial")[:2]) if settings.radial else (None, [])
     return base, base_ranks, radial, radial_ranks
 
