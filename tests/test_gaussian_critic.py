@@ -364,4 +364,4 @@ def test_mixed_base_keeps_the_member_on_the_gaussian_where_it_validates_highest(
     assert mixed.details["kept"][1] == "the network alone"
     assert mixed.details["kept"][0].startswith("the network on the gaussian base of rank 10")
     assert mixed.value == pytest.approx(alone.value, abs=1e-5)
-    assert mixed.value > 3.5  # true MI: -5 log(1 - 0.8^2) = 5.1 nats (a lower bound, capped by the test block)
+    assert mixed.value > 3.5  # true MI: -5 log(1 - 0.8^2) = 5.1 nats (a lower bound, capped by its block)

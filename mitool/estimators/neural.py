@@ -24,10 +24,13 @@ An estimate is made in five steps:
    pairs, the rest independent, whose validation InfoNCE is highest; with ``shrink_base``, also to
    the shrinkage of regularised CCA: :func:`mitool.critics.gaussian.fit_gaussian_critics`) is the
    critic's start, and the network, which starts at zero, learns the correction:
-   f(x, y) = f_Gauss(x, y) + g(x) . h(y).
+   f(x, y) = f_Gauss(x, y) + g(x) . h(y). With ``base="mixed"`` the ensemble's members alternate:
+   the first on the base, the second alone (its base the zero critic), and so on, since a base
+   fitted to a dependence it cannot express can hold the network back (bmi's spirals).
 4. :func:`mitool.estimators.critic_training.train_critics`: ``ensemble`` critics per data set
-   (other initial weights and batches; the estimate scores their mean), Adam on the bound's loss,
-   kept at their best validation value, stopped after ``patience`` scores without improvement.
+   (other initial weights and batches; the estimate scores their mean, or with ``base="mixed"``
+   the mean or one member, whichever scores highest on the validation pairs), Adam on the bound's
+   loss, kept at their best validation value, stopped after ``patience`` scores without improvement.
    With ``radial``, the Gaussian critic on the radial features phi(x) = [x, x (|x|^2/d - 1)] is
    a second candidate, kept instead where its validation value is higher (an InfoNCE value on
    held-out pairs is a lower bound up to noise, so the higher is the tighter).
