@@ -441,18 +441,25 @@ class NeuralEstimator(Estimator):
                 [critics[m] for m in members]
             )  # fmt: skip
 
-        def kept_of_split(members: list[int]) -> tuple[Any, str]:
+        def on_validation(critic: Any, members: list[int]) -> np.ndarray:
+            return held_out(critic, members[0], runs.validation)[0]
+
+        def kept_of_split(members: list[int]) -> tuple[Any, str, np.ndarray | None]:
             """The split's critic: its members' mean; with base="mixed" (members of two kinds, either
-            of which may be much the worse) the mean or one member, the highest on the validation pairs."""
+            of which may be much the worse) the mean or one member, the highest on the validation pairs
+            (each member's value is its kept one, ``runs.kept_values``), with the mean's chunk values
+            there where they were computed to choose it (else None)."""
+            mean = mean_critic(members)
             if len(members) == 1 or settings.base != "mixed":
-                return mean_critic(members), "mean"
-            candidates = [(mean_critic(members), "mean")] + [(critics[m], f"member {m - members[0]}")
-                                                             for m in members]  # fmt: skip
-            values = [np.mean(held_out(critic, members[0], runs.validation)[0]) for critic, _ in candidates]
-            return candidates[int(np.argmax(values))]
+                return mean, "mean", None
+            mean_chunks = on_validation(mean, members)
+            best = int(np.argmax([runs.kept_values[m] for m in members]))
+            if np.mean(mean_chunks) >= runs.kept_values[members[best]]:
+                return mean, "mean", mean_chunks
+            return critics[members[best]], f"member {best}", None
 
         kept = [kept_of_split(members) for members in indices]
-        scored = [held_out(critic, members[0]) for (critic, _), members in zip(kept, indices, strict=True)]
+        scored = [held_out(critic, members[0]) for (critic, *_), members in zip(kept, indices, strict=True)]
         member_values = [[float(np.mean(held_out(critics[m], m)[0])) for m in members]
                          for members in indices if len(members) > 1]  # fmt: skip
         values = np.concatenate([value for value, _ in scored])
@@ -466,11 +473,12 @@ class NeuralEstimator(Estimator):
                 "on held-out pairs",
             )
             return DivergenceError(message)
-        result = self._assembled(runs, dataset, scored, member_values, training, [name for _, name in kept])
+        ensemble_kept = [name for _, name, _ in kept]
+        result = self._assembled(runs, dataset, scored, member_values, training, ensemble_kept)
         if not chunks_on_validation:
             return result
-        chunks = [held_out(critic, members[0], runs.validation)[0]
-                  for (critic, _), members in zip(kept, indices, strict=True)]  # fmt: skip
+        chunks = [on_validation(critic, members) if chunks is None else chunks
+                  for (critic, _, chunks), members in zip(kept, indices, strict=True)]  # fmt: skip
         return result.with_notes(validation_chunks=np.concatenate(chunks))
 
     def _assembled(
