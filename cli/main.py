@@ -12,9 +12,13 @@ from __future__ import annotations
 import importlib
 import sys
 
-import click
+try:
+    import click
 
-from mitool.cli.errors import FriendlyGroup
+    from mitool.cli.errors import FriendlyGroup
+except KeyboardInterrupt:  # a Ctrl-C while the command line itself is imported
+    print("mitool: interrupted before anything was written", file=sys.stderr)
+    sys.exit(130)
 
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "estimate": ("mitool.cli.estimate", "estimate_command", "Estimate I(X; Y) in nats from paired samples."),
