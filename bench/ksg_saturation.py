@@ -5,6 +5,10 @@ the ceiling C = psi(n) - psi(k), the last truth on the grid within max(0.1, 10%)
 that is not, and C minus its mean estimate.
 
     python bench/ksg_saturation.py 100,178,300,1000,3000,10000 3,5,10,20 bench/results/ksg_saturation.json
+
+A fourth argument, 2, measures KSG's estimator II instead (its ceiling psi(n) - psi(k) - 1/k):
+
+    python bench/ksg_saturation.py 100,1000,10000 3,5 bench/results/ksg_saturation_ii.json 2
 """
 
 import json
@@ -17,7 +21,7 @@ from mitool.estimators.ksg import ksg, ksg_ceiling
 TRUTHS = [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0, 7.0, 8.0]
 
 
-def measure(n: int, k: int) -> list[dict]:
+def measure(n: int, k: int, variant: int = 1) -> list[dict]:
     rows, draws = [], max(3, int(40_000 / n))
     for truth in TRUTHS:
         rho = np.sqrt(1 - np.exp(-2 * truth))
@@ -26,7 +30,7 @@ def measure(n: int, k: int) -> list[dict]:
             rng = np.random.default_rng([n, k, int(truth * 100), draw])
             x = rng.normal(size=(n, 1))
             y = rho * x + np.sqrt(1 - rho**2) * rng.normal(size=(n, 1))
-            values.append(ksg(x, y, k=k, normalise="rank"))
+            values.append(ksg(x, y, k=k, normalise="rank", variant=variant))
         mean, sd = float(np.mean(values)), float(np.std(values))
         rows.append(
             {
@@ -36,7 +40,8 @@ def measure(n: int, k: int) -> list[dict]:
                 "mean": mean,
                 "sd": sd,
                 "reps": draws,
-                "ceiling": ksg_ceiling(n, k),
+                "ceiling": ksg_ceiling(n, k, variant=variant),
+                "variant": variant,
             }
         )
         print(json.dumps(rows[-1]), flush=True)
@@ -45,7 +50,8 @@ def measure(n: int, k: int) -> list[dict]:
 
 def main() -> None:
     sizes, ks = ([int(a) for a in argument.split(",")] for argument in sys.argv[1:3])
-    rows = [row for n in sizes for k in ks if k < n // 4 for row in measure(n, k)]
+    variant = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+    rows = [row for n in sizes for k in ks if k < n // 4 for row in measure(n, k, variant)]
     with open(sys.argv[3], "w") as file:
         json.dump(rows, file, indent=1)
     worst = 0.0

@@ -32,15 +32,35 @@ def plain_counts(x: np.ndarray, y: np.ndarray, k: int) -> tuple[np.ndarray, np.n
     return (distance_x < radius).sum(1) - 1, (distance_y < radius).sum(1) - 1
 
 
+def plain_rectangle_counts(x: np.ndarray, y: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """KSG estimator II's n_x, n_y: the other points within each space's distance to the farthest of
+    the k nearest joint neighbours (full distance matrices, an explicit loop over the points)."""
+    distance_x = np.abs(x[:, None, :] - x[None, :, :]).max(-1)
+    distance_y = np.abs(y[:, None, :] - y[None, :, :]).max(-1)
+    joint = np.maximum(distance_x, distance_y)
+    np.fill_diagonal(joint, np.inf)
+    count_x, count_y = np.empty(len(x), int), np.empty(len(x), int)
+    for i in range(len(x)):
+        nearest = np.argsort(joint[i])[:k]
+        count_x[i] = (distance_x[i] <= distance_x[i, nearest].max()).sum() - 1
+        count_y[i] = (distance_y[i] <= distance_y[i, nearest].max()).sum() - 1
+    return count_x, count_y
+
+
+@pytest.mark.parametrize("rectangles", [False, True])
 @pytest.mark.parametrize(("dim_x", "dim_y"), [(1, 1), (2, 3), (8, 8)])
-def test_neighbour_counts_of_trees_and_all_pairs_equal_a_plain_count(dim_x: int, dim_y: int) -> None:
+def test_neighbour_counts_of_trees_and_all_pairs_equal_a_plain_count(
+    dim_x: int, dim_y: int, rectangles: bool
+) -> None:
     rng = np.random.default_rng(dim_x)
     x, y = rng.normal(size=(300, dim_x)), rng.normal(size=(300, dim_y))
-    expected = plain_counts(x, y, 4)
+    expected = (plain_rectangle_counts if rectangles else plain_counts)(x, y, 4)
     for method in ("tree", "all-pairs"):
-        (counts,) = joint_neighbour_counts([x, y], [4], method)
+        (counts,) = joint_neighbour_counts([x, y], [4], method, rectangles=rectangles)
         np.testing.assert_array_equal(counts[0], expected[0])
         np.testing.assert_array_equal(counts[1], expected[1])
+    if rectangles:  # the k joint neighbours lie within each side
+        assert counts[0].min() >= 4 and counts[1].min() >= 4
 
 
 def test_the_threads_of_the_neighbour_searches_do_not_change_the_counts(monkeypatch) -> None:
@@ -58,11 +78,34 @@ def test_the_threads_of_the_neighbour_searches_do_not_change_the_counts(monkeypa
             np.testing.assert_array_equal(side_one, side_two)
 
 
-def test_ksg_on_a_bivariate_gaussian_and_on_independent_data() -> None:
+@pytest.mark.parametrize("variant", [1, 2])
+def test_ksg_on_a_bivariate_gaussian_and_on_independent_data(variant: int) -> None:
     task = dense_normal(1, 1, 0.75)
-    assert ksg(*normal_pairs(task, 3000, 0)) == pytest.approx(task.mi, abs=0.06)
+    assert ksg(*normal_pairs(task, 3000, 0), variant=variant) == pytest.approx(task.mi, abs=0.06)
     rng = np.random.default_rng(1)
-    assert abs(ksg(rng.normal(size=(2000, 2)), rng.normal(size=(2000, 2)))) < 0.05
+    assert abs(ksg(rng.normal(size=(2000, 2)), rng.normal(size=(2000, 2)), variant=variant)) < 0.05
+
+
+def test_ksg_estimator_ii_reaches_its_own_ceiling_on_a_near_copy() -> None:
+    """y a copy of x up to 1e-9: every point's k joint neighbours are its k nearest in x and in y,
+    so n_x = n_y = k and estimator II is psi(n) - psi(k) - 1/k exactly (estimator I stays below its
+    own ceiling: its cube's side is the larger of the two distances, so one count may be k - 1, the
+    other k); the estimator says it is a lower bound there."""
+    from mitool.estimators.ksg import ksg_ceiling
+
+    x = np.random.default_rng(5).normal(size=(1000, 1))
+    y = x + 1e-9 * np.random.default_rng(6).normal(size=(1000, 1))
+    assert ksg(x, y, k=3, variant=2) == pytest.approx(ksg_ceiling(1000, 3, variant=2), abs=1e-9)
+    assert ksg(x, y, k=3) <= ksg_ceiling(1000, 3)
+    assert ksg_ceiling(1000, 3, variant=2) == pytest.approx(ksg_ceiling(1000, 3) - 1 / 3, abs=1e-12)
+    result = estimators.get("ksg", k=3, variant=2).estimate(x, y)
+    assert result.details["saturating"] and math.isinf(result.ci_high)
+    assert any("psi(n) - psi(k) - 1/k" in note for note in result.notes)
+
+
+def test_ksg_refuses_a_variant_it_does_not_have_naming_the_setting() -> None:
+    with pytest.raises(ParameterError, match="variant must be a whole number from 1 to 2, got 3"):
+        estimators.get("ksg", variant=3)
 
 
 def test_ksg_is_unchanged_by_scaling_a_coordinate() -> None:

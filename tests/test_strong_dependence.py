@@ -61,20 +61,31 @@ def test_the_ksg_gaps_are_those_of_the_measurement_in_bench_results() -> None:
     """PLANE_GAPS is C - m + 3 s rounded up to 0.05, recomputed here from the measurement's rows: C
     the ceiling, m the mean estimate at the last truth within max(0.1, 10%) before the first that is
     not (the largest truth where none is not), s its standard deviation."""
-    from mitool.estimators.ksg import PLANE_GAPS, SATURATION_GAP_PLANE, saturation_gap
+    from mitool.estimators.ksg import PLANE_GAPS, PLANE_GAPS_II, SATURATION_GAP_PLANE, saturation_gap
 
-    rows = json.loads((Path(__file__).parent.parent / "bench/results/ksg_saturation.json").read_text())
-    gaps = {}
-    for key in {(row["n"], row["k"]) for row in rows}:
-        ladder = sorted((row for row in rows if (row["n"], row["k"]) == key), key=lambda row: row["truth"])
-        misses = [
-            i
-            for i, row in enumerate(ladder)
-            if abs(row["mean"] - row["truth"]) > max(0.1, 0.1 * row["truth"])
-        ]
-        last = ladder[misses[0] - 1] if misses else ladder[-1]
-        gaps[key] = math.ceil(round((last["ceiling"] - last["mean"] + 3 * last["sd"]) * 20, 9)) / 20
+    def measured(name: str) -> dict:
+        rows = json.loads((Path(__file__).parent.parent / "bench/results" / name).read_text())
+        gaps = {}
+        for key in {(row["n"], row["k"]) for row in rows}:
+            ladder = sorted(
+                (row for row in rows if (row["n"], row["k"]) == key), key=lambda row: row["truth"]
+            )
+            misses = [
+                i
+                for i, row in enumerate(ladder)
+                if abs(row["mean"] - row["truth"]) > max(0.1, 0.1 * row["truth"])
+            ]
+            last = ladder[misses[0] - 1] if misses else ladder[-1]
+            gaps[key] = math.ceil(round((last["ceiling"] - last["mean"] + 3 * last["sd"]) * 20, 9)) / 20
+        return gaps
+
+    gaps = measured("ksg_saturation.json")
     assert gaps == PLANE_GAPS
+    assert measured("ksg_saturation_ii.json") == PLANE_GAPS_II  # estimator II against its own ceiling
+    # estimator II: the larger of the two tables' gaps where both are measured, estimator I's elsewhere
+    assert saturation_gap(2, 3000, 3, variant=2) == PLANE_GAPS_II[3000, 3] > PLANE_GAPS[3000, 3]
+    assert saturation_gap(2, 1000, 5, variant=2) == PLANE_GAPS[1000, 5] > PLANE_GAPS_II[1000, 5]
+    assert saturation_gap(2, 1000, 20, variant=2) == saturation_gap(2, 1000, 20)
     assert SATURATION_GAP_PLANE == max(gaps.values())
     # between grid points the larger neighbour; outside the grid the largest gap
     assert saturation_gap(2, 2000, 7) == max(PLANE_GAPS[n, k] for n in (1000, 3000) for k in (5, 10))

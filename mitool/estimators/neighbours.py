@@ -3,7 +3,10 @@ discrete, mixed and conditional data).
 
 For points w_i = (x_i, y_i) of a joint space and eps_i the max-norm distance from w_i to its k-th
 nearest other point, :func:`joint_neighbour_counts` gives, for each marginal space, the number of
-other points strictly within eps_i of point i there. The distances come from scipy's ``cKDTree``
+other points strictly within eps_i of point i there (KSG's estimator I); with ``rectangles``, the
+number within (or at) eps_i^j, the distance in marginal space j from point i to the farthest of its
+k nearest joint neighbours: the sides of the smallest hyper-rectangle centred on point i that holds
+them (KSG's estimator II). The distances come from scipy's ``cKDTree``
 (one query for the k-th neighbours, one batched radius count per marginal space) when the joint
 dimension is small, and from an exact chunked all-pairs computation in torch when it is large, where
 k-d trees visit nearly every point anyway (n = 5000 at 25 + 25 dimensions: about 5 s with the trees
@@ -26,17 +29,28 @@ TREE_MAX_DIM = 12
 """Joint dimensions up to this use k-d trees for the neighbour counts, larger ones all pairs."""
 
 
-def _tree_counts(parts: Sequence[np.ndarray], ks: Sequence[int]) -> list[list[np.ndarray]]:
+def _tree_counts(
+    parts: Sequence[np.ndarray], ks: Sequence[int], rectangles: bool = False
+) -> list[list[np.ndarray]]:
     from scipy.spatial import cKDTree
 
     joint = np.hstack(parts)
     # the point itself comes first
-    distances, _ = cKDTree(joint).query(joint, k=max(ks) + 1, p=np.inf, workers=chosen_threads())
-    counts = []
-    for k in ks:
-        radius = distances[:, k]
-        counts.append([counts_within(part, radius) for part in parts])
-    return counts
+    distances, index = cKDTree(joint).query(joint, k=max(ks) + 1, p=np.inf, workers=chosen_threads())
+    if rectangles:
+        # per space, the distance to the farthest of the first m joint neighbours, m = 1 .. max(ks)
+        sides = [
+            np.maximum.accumulate(np.abs(part[index[:, 1:]] - part[:, None, :]).max(axis=2), axis=1)
+            for part in parts
+        ]
+        return [
+            [
+                counts_within(part, side[:, k - 1], strict=False)
+                for part, side in zip(parts, sides, strict=True)
+            ]
+            for k in ks
+        ]
+    return [[counts_within(part, distances[:, k]) for part in parts] for k in ks]
 
 
 def _max_norm_distances(rows, points):
@@ -50,7 +64,7 @@ def _max_norm_distances(rows, points):
 
 
 def _all_pairs_counts(
-    parts: Sequence[np.ndarray], ks: Sequence[int], chunk: int = 256
+    parts: Sequence[np.ndarray], ks: Sequence[int], rectangles: bool = False, chunk: int = 256
 ) -> list[list[np.ndarray]]:
     import torch
 
@@ -62,26 +76,36 @@ def _all_pairs_counts(
         for other in distances[1:]:
             joint = torch.maximum(joint, other)
         # the k-th neighbour in the joint space; the point itself (distance 0) is the first value
-        nearest = joint.topk(max(ks) + 1, dim=1, largest=False).values
+        nearest = joint.topk(max(ks) + 1, dim=1, largest=False)
+        if rectangles:  # per space, the distance to the farthest of the first m joint neighbours
+            sides = [
+                distance.gather(1, nearest.indices[:, 1:]).cummax(dim=1).values for distance in distances
+            ]
         for index, k in enumerate(ks):
-            radius = nearest[:, k, None]
             for part, distance in enumerate(distances):
-                counts[index][part].append((distance < radius).sum(1) - 1)
+                if rectangles:
+                    within = distance <= sides[part][:, k - 1, None]
+                else:
+                    within = distance < nearest.values[:, k, None]
+                counts[index][part].append(within.sum(1) - 1)
     return [[torch.cat(c).numpy() for c in per_k] for per_k in counts]
 
 
 def joint_neighbour_counts(
-    parts: Sequence[np.ndarray], ks: Sequence[int], method: str = "auto"
+    parts: Sequence[np.ndarray], ks: Sequence[int], method: str = "auto", rectangles: bool = False
 ) -> list[list[np.ndarray]]:
     """For each k of ``ks`` and each space of ``parts`` (arrays (n, d_j) of the same rows; the
     joint space is their concatenation): the number of other points strictly within the max-norm
-    distance from point i to its k-th nearest other point in the joint space, as counts[k][j][i].
-    ``method``: "tree" (k-d trees), "all-pairs" or "auto" (trees up to :data:`TREE_MAX_DIM` joint
-    dimensions). The distances are computed once for all k."""
+    distance from point i to its k-th nearest other point in the joint space, as counts[k][j][i];
+    with ``rectangles``, the number within (or at) the distance in space j from point i to the
+    farthest of its k nearest joint neighbours (at least k). ``method``: "tree" (k-d trees),
+    "all-pairs" or "auto" (trees up to :data:`TREE_MAX_DIM` joint dimensions). The distances are
+    computed once for all k."""
     checks.choice("method", method, ("auto", "tree", "all-pairs"))
     if method == "auto":
         method = "tree" if sum(part.shape[1] for part in parts) <= TREE_MAX_DIM else "all-pairs"
-    return _tree_counts(parts, ks) if method == "tree" else _all_pairs_counts(parts, ks)
+    counts = _tree_counts if method == "tree" else _all_pairs_counts
+    return counts(parts, ks, rectangles)
 
 
 def kth_distances(points: np.ndarray, k: int) -> np.ndarray:
