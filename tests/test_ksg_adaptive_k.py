@@ -170,3 +170,33 @@ def test_the_command_line_refuses_adapt_k_with_k_max_by_its_flags(tmp_path) -> N
         and details["k"] == details["k_asked"] == 5
         and details["k_departure"] < ADAPT_Z
     )
+
+
+def test_the_command_line_takes_the_variant_by_its_flag_and_refuses_one_it_lacks(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from mitool.cli.main import main
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 1))
+    y = x + rng.normal(size=(400, 1))
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    arguments = [
+        "estimate",
+        str(tmp_path / "x.npy"),
+        str(tmp_path / "y.npy"),
+        "--estimator",
+        "ksg",
+        "--quiet",
+    ]
+    refused = CliRunner().invoke(main, [*arguments, "--variant", "3"])
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    assert (
+        refused.output.strip().splitlines()[-1]
+        == "Error: --variant must be a whole number from 1 to 2, got 3"
+    )
+    taken = CliRunner().invoke(main, [*arguments, "--variant", "2", "--json"])
+    details = json.loads(taken.stdout)["details"]
+    assert taken.exit_code == 0 and details["variant"] == 2
+    assert json.loads(taken.stdout)["value"] == pytest.approx(ksg(x, y, k=5, variant=2), abs=1e-12)

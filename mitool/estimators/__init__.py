@@ -148,13 +148,13 @@ without the Gaussian base (``base="mixed"``: each split keeps the members' mean 
 whichever validates highest): on bmi's own samples at n = 5000 the spirals' base held the network
 back, and v1 went from 0.032 and 37/40 to 0.030 and 38/40, v2 from 0.042 and 23/26 to 0.039 and
 24/26 (spiral 3 x 3 -0.207 to -0.172), for 8.7 to 8.8 s an estimate; mitool's float32 draws at
-n = 10 000: 0.0233 and 40/40 (docs/mi-benchmark.md, "The spirals: an ensemble member that starts
-alone", and "bmi's 40 tasks at n = 10 000"). Images (data given as (n, H, W) or
-(n, C, H, W) arrays) whose pixels lie near a surface of lower dimension go to the flows, which
-encode such a side to the surface's dimension first (:mod:`mitool.estimators.encoding`): on the
-``highmi`` suite's images at n = 10 000 (bumps and rectangles, 2.5 to 10 nats) every estimate came
-within 10% of the truth, where InfoNCE's MLP critic was 26-52% short on four of the seven and
-capped on two."""
+n = 10 000: 0.0233 and 40/40, 0.0236 with KSG's second estimator below (docs/mi-benchmark.md,
+"The spirals: an ensemble member that starts alone", and "bmi's 40 tasks at n = 10 000"). Images
+(data given as (n, H, W) or (n, C, H, W) arrays) whose pixels lie near a surface of lower dimension
+go to the flows, which encode such a side to the surface's dimension first
+(:mod:`mitool.estimators.encoding`): on the ``highmi`` suite's images at n = 10 000 (bumps and
+rectangles, 2.5 to 10 nats) every estimate came within 10% of the truth, where InfoNCE's MLP critic
+was 26-52% short on four of the seven and capped on two."""
 
 
 @functools.cache
