@@ -49,12 +49,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import numpy as np
 
 from mitool import checks
 from mitool.estimators.base import UNCAPPED_ADVICE, Estimate, Estimator, setting, standard_errors_above_zero
-from mitool.estimators.neighbours import joint_neighbour_counts
+from mitool.estimators.neighbours import joint_neighbours
 from mitool.estimators.preparation import PREPARATIONS
 from mitool.estimators.rows import refuse_ties
 from mitool.estimators.subsets import SubsetSettings, subset_estimate
@@ -180,14 +181,20 @@ VARIANTS = (1, 2)
 """KSG's estimators: 1, hypercubes (estimator I); 2, hyper-rectangles (estimator II). See the module."""
 
 
+def _neighbours(x: np.ndarray, y: np.ndarray, k_max: int, method: str, normalise: str) -> Any:
+    """The joint neighbours (:func:`~mitool.estimators.neighbours.joint_neighbours`) of the columns
+    prepared by ``normalise``, up to ``k_max``."""
+    prepare = PREPARATIONS[checks.choice("normalise", normalise, PREPARATIONS)]
+    return joint_neighbours([prepare(x)[0], prepare(y)[0]], k_max, method)
+
+
 def _counts(
     x: np.ndarray, y: np.ndarray, ks: Sequence[int], method: str, normalise: str, variant: int = 1
 ) -> list[list[np.ndarray]]:
     """For each k of ``ks`` the counts n_x(i), n_y(i) of estimator ``variant`` on each column
     prepared by ``normalise``."""
-    prepare = PREPARATIONS[checks.choice("normalise", normalise, PREPARATIONS)]
     checks.whole_number("variant", variant, min(VARIANTS), max(VARIANTS))
-    return joint_neighbour_counts([prepare(x)[0], prepare(y)[0]], ks, method, rectangles=variant == 2)
+    return _neighbours(x, y, max(ks), method, normalise).counts(ks, rectangles=variant == 2)
 
 
 def _point_values(
@@ -404,12 +411,13 @@ class KSG(Estimator):
         lower than at k = 1)."""
         asked, n, variant = self.settings.k, len(x), self.settings.variant
         ks = list(range(1, asked + 1))
-        counts = _counts(x, y, ks, "auto", self.settings.normalise)
+        neighbours = _neighbours(x, y, asked, "auto", self.settings.normalise)
+        counts = neighbours.counts(ks)
         values = _point_values(ks, counts, n)
         chosen, departure = adapted_k(values)
-        if variant != 1:
-            counts = _counts(x, y, [ks[chosen]], "auto", self.settings.normalise, variant)
-        value = _value(ks[chosen], counts[chosen if variant == 1 else 0], n, variant)
+        if variant != 1:  # the same neighbours, counted in each space's own side
+            counts[chosen] = neighbours.counts([ks[chosen]], rectangles=True)[0]
+        value = _value(ks[chosen], counts[chosen], n, variant)
         details = {"k_asked": asked, "k_departure": departure}
         if ks[chosen] == asked:
             return asked, value, (), details

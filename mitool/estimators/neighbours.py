@@ -23,34 +23,44 @@ import numpy as np
 from mitool import checks
 from mitool.runtime import chosen_threads
 
-__all__ = ["TREE_MAX_DIM", "joint_neighbour_counts", "kth_distances", "counts_within"]
+__all__ = ["TREE_MAX_DIM", "joint_neighbour_counts", "joint_neighbours", "kth_distances", "counts_within"]
 
 TREE_MAX_DIM = 12
 """Joint dimensions up to this use k-d trees for the neighbour counts, larger ones all pairs."""
 
 
-def _tree_counts(
-    parts: Sequence[np.ndarray], ks: Sequence[int], rectangles: bool = False
-) -> list[list[np.ndarray]]:
-    from scipy.spatial import cKDTree
+class _TreeNeighbours:
+    """Each point's ``k_max`` nearest other points in the joint space (one k-d tree query; the
+    point itself comes first), from which the counts of any k <= k_max follow, of either kind."""
 
-    joint = np.hstack(parts)
-    # the point itself comes first
-    distances, index = cKDTree(joint).query(joint, k=max(ks) + 1, p=np.inf, workers=chosen_threads())
-    if rectangles:
-        # per space, the distance to the farthest of the first m joint neighbours, m = 1 .. max(ks)
-        sides = [
-            np.maximum.accumulate(np.abs(part[index[:, 1:]] - part[:, None, :]).max(axis=2), axis=1)
-            for part in parts
-        ]
-        return [
-            [
-                counts_within(part, side[:, k - 1], strict=False)
-                for part, side in zip(parts, sides, strict=True)
-            ]
-            for k in ks
-        ]
-    return [[counts_within(part, distances[:, k]) for part in parts] for k in ks]
+    def __init__(self, parts: Sequence[np.ndarray], k_max: int) -> None:
+        from scipy.spatial import cKDTree
+
+        self.parts = parts
+        joint = np.hstack(parts)
+        self.distances, self.index = cKDTree(joint).query(
+            joint, k=k_max + 1, p=np.inf, workers=chosen_threads()
+        )
+
+    def counts(self, ks: Sequence[int], rectangles: bool = False) -> list[list[np.ndarray]]:
+        if not rectangles:
+            return [[counts_within(part, self.distances[:, k]) for part in self.parts] for k in ks]
+
+        def side(part: np.ndarray, k: int) -> np.ndarray:
+            """The distance in this space to the farthest of the first k joint neighbours."""
+            return np.abs(part[self.index[:, 1 : k + 1]] - part[:, None, :]).max(axis=(1, 2))
+
+        return [[counts_within(part, side(part, k), strict=False) for part in self.parts] for k in ks]
+
+
+class _AllPairsNeighbours:
+    """The all-pairs counts (:func:`_all_pairs_counts`), computed when asked for."""
+
+    def __init__(self, parts: Sequence[np.ndarray], k_max: int) -> None:
+        self.parts = parts
+
+    def counts(self, ks: Sequence[int], rectangles: bool = False) -> list[list[np.ndarray]]:
+        return _all_pairs_counts(self.parts, ks, rectangles)
 
 
 def _max_norm_distances(rows, points):
@@ -101,11 +111,19 @@ def joint_neighbour_counts(
     farthest of its k nearest joint neighbours (at least k). ``method``: "tree" (k-d trees),
     "all-pairs" or "auto" (trees up to :data:`TREE_MAX_DIM` joint dimensions). The distances are
     computed once for all k."""
+    return joint_neighbours(parts, max(ks), method).counts(ks, rectangles)
+
+
+def joint_neighbours(
+    parts: Sequence[np.ndarray], k_max: int, method: str = "auto"
+) -> _TreeNeighbours | _AllPairsNeighbours:
+    """The joint neighbours of :func:`joint_neighbour_counts` up to ``k_max``, whose ``counts(ks,
+    rectangles)`` are its counts for any ks <= k_max: with k-d trees one query serves every call
+    (KSG's rule for k reads one kind of counts and reports the other)."""
     checks.choice("method", method, ("auto", "tree", "all-pairs"))
     if method == "auto":
         method = "tree" if sum(part.shape[1] for part in parts) <= TREE_MAX_DIM else "all-pairs"
-    counts = _tree_counts if method == "tree" else _all_pairs_counts
-    return counts(parts, ks, rectangles)
+    return (_TreeNeighbours if method == "tree" else _AllPairsNeighbours)(parts, k_max)
 
 
 def kth_distances(points: np.ndarray, k: int) -> np.ndarray:
