@@ -197,6 +197,14 @@ def _counts(
     return _neighbours(x, y, max(ks), method, normalise).counts(ks, rectangles=variant == 2)
 
 
+def _form(k: int, variant: int) -> tuple[float, int]:
+    """Estimator ``variant``'s terms at k: psi(k) (estimator II: psi(k) - 1/k) and what each count is
+    raised by inside psi (1; estimator II: 0)."""
+    from scipy.special import digamma
+
+    return (digamma(k) - 1.0 / k, 0) if variant == 2 else (digamma(k), 1)
+
+
 def _point_values(
     ks: Sequence[int], counts: Sequence[Sequence[np.ndarray]], n: int, variant: int = 1
 ) -> np.ndarray:
@@ -205,26 +213,22 @@ def _point_values(
     psi(k) - 1/k + psi(n) - psi(n_x(i)) - psi(n_y(i))."""
     from scipy.special import digamma
 
-    if variant == 2:
-        return np.stack([
-            digamma(k) - 1.0 / k + digamma(n) - digamma(count_x) - digamma(count_y)
-            for k, (count_x, count_y) in zip(ks, counts, strict=True)
-        ])  # fmt: skip
-    return np.stack([
-        digamma(k) + digamma(n) - digamma(count_x + 1) - digamma(count_y + 1)
-        for k, (count_x, count_y) in zip(ks, counts, strict=True)
-    ])  # fmt: skip
+    rows = []
+    for k, (count_x, count_y) in zip(ks, counts, strict=True):
+        head, raised = _form(k, variant)
+        rows.append(head + digamma(n) - digamma(count_x + raised) - digamma(count_y + raised))
+    return np.stack(rows)
 
 
 def _value(k: int, counts: Sequence[np.ndarray], n: int, variant: int = 1) -> float:
     """KSG at k from its counts (n_x, n_y): psi(k) + psi(n) - mean_i[psi(n_x(i) + 1) + psi(n_y(i) + 1)],
-    or for estimator II psi(k) - 1/k + psi(n) - mean_i[psi(n_x(i)) + psi(n_y(i))]."""
+    or for estimator II psi(k) - 1/k + psi(n) - mean_i[psi(n_x(i)) + psi(n_y(i))] (the mean taken
+    once, not of :func:`_point_values`: the same number to the bit as the other k-NN code's)."""
     from scipy.special import digamma
 
     count_x, count_y = counts
-    if variant == 2:
-        return float(digamma(k) - 1.0 / k + digamma(n) - np.mean(digamma(count_x) + digamma(count_y)))
-    return float(digamma(k) + digamma(n) - np.mean(digamma(count_x + 1) + digamma(count_y + 1)))
+    head, raised = _form(k, variant)
+    return float(head + digamma(n) - np.mean(digamma(count_x + raised) + digamma(count_y + raised)))
 
 
 def ksg_point_values(

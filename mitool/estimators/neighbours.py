@@ -46,11 +46,18 @@ class _TreeNeighbours:
         if not rectangles:
             return [[counts_within(part, self.distances[:, k]) for part in self.parts] for k in ks]
 
-        def side(part: np.ndarray, k: int) -> np.ndarray:
-            """The distance in this space to the farthest of the first k joint neighbours."""
-            return np.abs(part[self.index[:, 1 : k + 1]] - part[:, None, :]).max(axis=(1, 2))
-
-        return [[counts_within(part, side(part, k), strict=False) for part in self.parts] for k in ks]
+        # per space, the distance to the farthest of the first m joint neighbours, m = 1 .. k_max
+        sides = [
+            np.maximum.accumulate(np.abs(part[self.index[:, 1:]] - part[:, None, :]).max(axis=2), axis=1)
+            for part in self.parts
+        ]
+        return [
+            [
+                counts_within(part, side[:, k - 1], strict=False)
+                for part, side in zip(self.parts, sides, strict=True)
+            ]
+            for k in ks
+        ]
 
 
 class _AllPairsNeighbours:
