@@ -212,6 +212,25 @@ def test_an_estimate_at_the_infonce_ceiling_says_so(tmp_path: Path) -> None:
     assert f"is at least {report['value']:.4f} nats" in sentence and "inf)" in sentence
 
 
+def test_an_extrapolated_estimate_at_its_ceiling_says_so(tmp_path: Path) -> None:
+    """As above with --extrapolate-negatives, in 10 blocks of 6 (K = 5, each anchor's half of 3
+    rows: K' = 2): a perfect critic gives every anchor 2 log 6 - log 3 = log 12, the ceiling the
+    estimate reports and reaches, and the note gives that formula."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 5))
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", x + 0.001 * rng.normal(size=(300, 5)))
+    args = ["estimate", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--estimator", "infonce",
+            "--critic", "cosine", "--temperature", "0.01", "--steps", "200", "--hidden", "16",
+            "--batch-size", "32", "--eval-every", "20", "--lr", "0.01", "--eval-block", "6", "--chunk", "6",
+            "--extrapolate-negatives", "--quiet"]  # fmt: skip
+    report = json.loads(CliRunner().invoke(main, [*args, "--json"], catch_exceptions=False).stdout)
+    details = report["details"]
+    assert details["at_ceiling"] is True and details["ceiling"] == pytest.approx(np.log(12))
+    assert details["ceiling"] - 0.05 <= report["value"] <= details["ceiling"] + 1e-6
+    assert any("2 log(K + 1) - log(K' + 1), extrapolated in K" in note for note in report["notes"])
+
+
 def test_the_interval_is_in_the_sentence_the_json_and_the_help(gaussian_files) -> None:
     x_path, y_path = gaussian_files
     args = [

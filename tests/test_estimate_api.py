@@ -118,6 +118,64 @@ def test_held_out_values_equal_the_bound_on_each_chunk() -> None:
     np.testing.assert_allclose(values, expected, rtol=1e-5, atol=1e-6)
 
 
+def test_extrapolated_values_are_richardsons_rule_on_each_chunk() -> None:
+    """An independent plain computation: per chunk, twice InfoNCE against the whole block minus
+    InfoNCE with each anchor against its own half (a chunk of 7 that straddles the halves of a block
+    of 70 takes each anchor's half)."""
+    torch.manual_seed(1)
+    critic = make_critic("separable", 2, 2, hidden=8)
+    x, y = (torch.from_numpy(a).float() for a in gaussian(n=70, mi=1.0))
+    infonce = lambda p, n: float(bounds.infonce(p, n).mi)  # noqa: E731
+    values, negatives = held_out_values(critic, x, y, infonce, 70, 7, extrapolate=True)
+    assert negatives.tolist() == [69] * 10
+    with torch.no_grad():
+        scores = critic(x, y).numpy().astype(float)
+
+    def per_anchor(rows: range) -> dict[int, float]:
+        block = scores[np.ix_(rows, rows)]
+        return {row: block[i, i] - np.log(np.mean(np.exp(block[i]))) for i, row in enumerate(rows)}
+
+    whole, halves = per_anchor(range(70)), {**per_anchor(range(35)), **per_anchor(range(35, 70))}
+    expected = [2 * np.mean([whole[a] for a in chunk]) - np.mean([halves[a] for a in chunk])
+                for chunk in np.array_split(np.arange(70), 10)]  # fmt: skip
+    np.testing.assert_allclose(values, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_extrapolation_closes_most_of_infonces_finite_k_gap_at_the_optimal_critic() -> None:
+    """The analytic critic log p(y|x)/p(y) of a Gaussian of 3 nats, blocks of 200 (K = 199): its
+    InfoNCE value falls 0.12 short of the truth, its limit in K is the truth itself, and Richardson's
+    rule leaves 0.03 of the gap (2 x 2 dimensions, 20 000 pairs)."""
+    task = CorrelatedGaussian(2, mi=3.0)
+    x, y = task.sample(20_000, generator=torch.Generator().manual_seed(0))
+    critic = lambda a, b: task.log_density_ratio(a[:, None, :], b[None, :, :])  # noqa: E731
+    infonce = lambda p, n: float(bounds.infonce(p, n).mi)  # noqa: E731
+    plain = held_out_values(critic, x, y, infonce, 200, 20)[0].mean()
+    extrapolated = held_out_values(critic, x, y, infonce, 200, 20, extrapolate=True)[0].mean()
+    assert plain < 3.0 - 0.08 and abs(extrapolated - 3.0) < 0.05
+
+
+def test_an_extrapolated_value_stays_under_its_ceiling_and_reaches_it() -> None:
+    """A critic that ranks every positive far above its negatives gives each anchor 2 c(K) - c(K')
+    exactly; the bound of _ceiling_of_mean; a critic that is not there stays below it."""
+    from mitool.estimators.neural import _ceiling_of_mean
+
+    x = torch.arange(101.0)[:, None]
+    infonce = lambda p, n: float(bounds.infonce(p, n).mi)  # noqa: E731
+    sharp = lambda a, b: -100 * (a - b.T) ** 2  # noqa: E731 (a neighbour e^-100 below the positive)
+    values, negatives = held_out_values(sharp, x, x, infonce, 101, 10, extrapolate=True)
+    ceiling = _ceiling_of_mean("infonce", negatives, {}, extrapolated=True)
+    assert ceiling == pytest.approx(2 * math.log(101) - math.log(50))
+    assert ceiling - 0.015 < values.mean() <= ceiling  # its larger half's anchors: 2 log 101 - log 51
+    soft = lambda a, b: -0.3 * (a - b.T) ** 2  # noqa: E731
+    assert held_out_values(soft, x, x, infonce, 101, 10, extrapolate=True)[0].mean() < ceiling - 0.1
+
+
+def test_extrapolation_is_refused_outside_the_infonce_family() -> None:
+    with pytest.raises(ParameterError, match="^extrapolate_negatives applies to the InfoNCE family's"):
+        estimators.get("nwj", extrapolate_negatives=True)
+    assert estimators.get("infonce", extrapolate_negatives=True).settings.extrapolate_negatives
+
+
 def test_confidence_interval_is_the_student_t_interval() -> None:
     values = np.array([1.0, 1.2, 0.9, 1.1, 1.3])
     mean, stderr, low, high = student_interval(values, 0.9)

@@ -107,22 +107,63 @@ def held_out_values(
     evaluate: Callable[[Tensor, Tensor], float],
     block: int,
     chunk: int,
+    extrapolate: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The bound on held-out pairs (see the module): one value per chunk of anchors, and each
-    chunk's number of negatives K (blocks may differ in size by one row)."""
+    chunk's number of negatives K (blocks may differ in size by one row).
+
+    With ``extrapolate``, each chunk's value is carried to infinitely many negatives by Richardson's
+    rule, 2 I_K - I_K', where I_K' is the same chunk's value with each anchor scored against its own
+    half of the block only (K' + 1 = (K + 1) / 2, halves differing by at most a row). The InfoNCE
+    family's value for a fixed critic falls short of its limit as K -> oo (for InfoNCE the
+    conditional Donsker-Varadhan value E f(x, y) - E_x log E_y' e^{f(x, y')}, itself <= I) by
+    c / (K + 1) + O(1/K^2): the log of a mean of K + 1 terms sits below the log of their
+    expectation; the rule cancels the c / (K + 1) term. Blocks of fewer than 4 pairs are not
+    extrapolated (a half would have no negative)."""
     count = x.shape[0]
     values, negatives = [], []
     with torch.no_grad():
         for rows_of_block in np.array_split(np.arange(count), max(1, math.ceil(count / block))):
             index = torch.as_tensor(rows_of_block, device=x.device)
-            pos, neg = bounds.split_scores(all_pairs_scores(critic, x[index], y[index]))
+            scores = all_pairs_scores(critic, x[index], y[index])
+            pos, neg = bounds.split_scores(scores)
+            halves = _halves(scores) if extrapolate and len(rows_of_block) >= 4 else None
             for anchors in np.array_split(
                 np.arange(len(rows_of_block)), _chunk_count(len(rows_of_block), chunk)
             ):
                 rows = torch.as_tensor(anchors, device=x.device)
-                values.append(evaluate(pos[rows], neg[rows]))
+                value = evaluate(pos[rows], neg[rows])
+                if halves is not None:
+                    value = 2 * value - _value_in_halves(halves, anchors, evaluate)
+                values.append(value)
                 negatives.append(neg.shape[1])
     return np.array(values), np.array(negatives)
+
+
+def _halves(scores: Tensor) -> list[tuple[int, Tensor, Tensor]]:
+    """(first row, pos, neg) of each half of a block's (b, b) scores: its anchors scored against the
+    rows of their own half only."""
+    cut = scores.shape[0] // 2
+    return [
+        (start, *bounds.split_scores(scores[start:stop, start:stop]))
+        for start, stop in ((0, cut), (cut, scores.shape[0]))
+    ]
+
+
+def _value_in_halves(
+    halves: list[tuple[int, Tensor, Tensor]], anchors: np.ndarray, evaluate: Callable
+) -> float:
+    """The chunk's value with each anchor scored within its half of the block: the halves' values on
+    their shares of the chunk, weighted by those shares (exact for the InfoNCE family, whose values
+    are means over anchors)."""
+    total = 0.0
+    for start, pos, neg in halves:
+        stop = start + pos.shape[0]
+        share = anchors[(anchors >= start) & (anchors < stop)] - start
+        if len(share):
+            rows = torch.as_tensor(share, device=pos.device)
+            total += len(share) * evaluate(pos[rows], neg[rows])
+    return total / len(anchors)
 
 
 class MeanCritic:
