@@ -31,9 +31,10 @@ An estimate is made in five steps:
    (other initial weights and batches; the estimate scores their mean, or with ``base="mixed"``
    the mean or one member, whichever scores highest on the validation pairs), Adam on the bound's
    loss, kept at their best validation value, stopped after ``patience`` scores without improvement.
-   With ``radial``, the Gaussian critic on the radial features phi(x) = [x, x (|x|^2/d - 1)] is
-   a second candidate, kept instead where its validation value is higher (an InfoNCE value on
-   held-out pairs is a lower bound up to noise, so the higher is the tighter).
+   With ``radial``, the Gaussian critic on the radial features phi(x) = [x, x c, ..., x c^t]
+   (c = |x|^2/d - 1, t of 1 .. ``radial_terms`` as its validation value says) is a second
+   candidate, kept instead where its validation value is higher (an InfoNCE value on held-out
+   pairs is a lower bound up to noise, so the higher is the tighter).
 5. :func:`mitool.estimators.critic_training.held_out_values`: the test pairs in blocks of at most
    ``eval_block`` (each anchor scored against the other rows of its block, K = block - 1), the
    anchors in chunks of about ``chunk``; the evaluation bound on chunk c gives e_c, the estimate is
@@ -238,6 +239,11 @@ class NeuralSettings(EstimatorSettings):
         True, "Also fit a Gaussian critic on each side's radial features phi(x) = [x, x (|x|^2/d - 1)] (on "
         "the training rows) and keep it instead of the network where it scores higher on the validation "
         "pairs (dependence through the scale, as in the spiral and Student tasks).",
+    )  # fmt: skip
+    radial_terms: int = setting(
+        1, "The radial candidate's terms: phi(x) = [x, x c, ..., x c^t] with c = |x|^2/d - 1, each run "
+        "keeping the t of 1 .. radial_terms whose validation value is highest (with its rank and weight; "
+        "each term adds d features a side).", _whole,
     )  # fmt: skip
     shrink_base: bool = setting(
         False, "Fit the Gaussian critics (the base and the radial candidate) also by regularised CCA, each "
@@ -704,8 +710,10 @@ class _Runs:
         for run, critic in enumerate(trained):
             if radial and radial_values[run] > trained_values[run]:
                 chosen.append(radial[run])
+                terms = int(self.radial.terms[run])
                 self.kept.append(
-                    f"the gaussian critic on radial features, rank {self.radial_ranks[run]}"
+                    f"the gaussian critic on radial features{'' if terms == 1 else f' to c^{terms}'}, "
+                    f"rank {self.radial_ranks[run]}"
                     f"{_related_words(self.radial, run)}"
                 )
             else:
@@ -790,7 +798,9 @@ def _gaussian_critics(
     if alone:  # base="mixed": these members' base is the zero critic (rank 0, every pair related)
         base = base.without(alone)
         base_ranks = [0 if run in alone else rank for run, rank in enumerate(base_ranks)]
-    radial, radial_ranks = each_member(*fit_all(features="radial")[:2]) if settings.radial else (None, [])
+    radial, radial_ranks = (None, [])
+    if settings.radial:
+        radial, radial_ranks = each_member(*fit_all(features="radial", terms=settings.radial_terms)[:2])
     return base, base_ranks, radial, radial_ranks
 
 
