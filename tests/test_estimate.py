@@ -209,13 +209,15 @@ def test_an_estimate_at_the_infonce_ceiling_says_so(tmp_path: Path) -> None:
     assert report["ci_high"] == float("inf") and report["ci_low"] < report["value"]  # open above
     sentence = CliRunner().invoke(main, args, catch_exceptions=False).stdout
     assert "lower bound at its ceiling" in sentence and "estimator flow" in sentence
+    assert details["negatives_extrapolated"] is False and "K = 6)" in sentence
     assert f"is at least {report['value']:.4f} nats" in sentence and "inf)" in sentence
 
 
 def test_an_extrapolated_estimate_at_its_ceiling_says_so(tmp_path: Path) -> None:
     """As above with --extrapolate-negatives, in 10 blocks of 6 (K = 5, each anchor's half of 3
     rows: K' = 2): a perfect critic gives every anchor 2 log 6 - log 3 = log 12, the ceiling the
-    estimate reports and reaches, and the note gives that formula."""
+    estimate reports and reaches; the note gives that formula and the sentence says the value was
+    extrapolated."""
     rng = np.random.default_rng(0)
     x = rng.normal(size=(300, 5))
     np.save(tmp_path / "x.npy", x)
@@ -229,6 +231,9 @@ def test_an_extrapolated_estimate_at_its_ceiling_says_so(tmp_path: Path) -> None
     assert details["at_ceiling"] is True and details["ceiling"] == pytest.approx(np.log(12))
     assert details["ceiling"] - 0.05 <= report["value"] <= details["ceiling"] + 1e-6
     assert any("2 log(K + 1) - log(K' + 1), extrapolated in K" in note for note in report["notes"])
+    assert details["negatives_extrapolated"] is True
+    sentence = CliRunner().invoke(main, args, catch_exceptions=False).stdout
+    assert "K = 5, the value carried to infinitely many negatives (extrapolate_negatives))" in sentence
 
 
 def test_the_interval_is_in_the_sentence_the_json_and_the_help(gaussian_files) -> None:

@@ -200,11 +200,16 @@ class Estimate:
         if "critic" in details:
             evaluator = details["evaluator"]
             scored = "" if evaluator == self.estimator else f", scored with {evaluator}"
+            extrapolated = (
+                ", the value carried to infinitely many negatives (extrapolate_negatives)"
+                if details.get("negatives_extrapolated")
+                else ""
+            )
             what = (
                 f"({self.estimator}, {details['critic']} critic{scored}; trained on "
                 f"{details['n_fit'] + details['n_validation']} pairs, kept at step {details['best_step']} of "
                 f"{details['steps']}; evaluated on {details['n_test']} held-out pairs, "
-                f"K = {details['negatives_test']})"
+                f"K = {details['negatives_test']}{extrapolated})"
             )
         else:
             what = f"({self.estimator} on all {self.n_pairs} pairs)"

@@ -530,6 +530,7 @@ class NeuralEstimator(Estimator):
             "n_test": sum(len(split.test) for split in splits),
             "negatives_train": settings.batch_size - 1,
             "negatives_test": int(min(negatives.min() for _, negatives in scored)),
+            "negatives_extrapolated": settings.extrapolate_negatives,
             "steps": max(training.steps[i] for i in indices),
             "best_step": max(training.best_step[i] for i in indices),
             "base": "mixed" if settings.base == "mixed" else "gaussian" if runs.base is not None else "none",
