@@ -20,16 +20,67 @@ def test_the_readme_has_python_examples():
     assert len(python_blocks(README.read_text())) >= 1
 
 
-def test_the_readme_python_examples_run(tmp_path, monkeypatch):
+NUMBER = r"-?\d+(?:\.\d+)?"
+
+
+def stated_outputs(text: str) -> list[list[str]]:
+    """For each ```python block, the outputs the README says it prints: the backquoted spans of the
+    paragraph after the block when that paragraph begins with "prints", each cut at its first "…"
+    (what follows is elided), spans without a digit left out."""
+    after = re.split(r"^```python\n.*?^```\n", text, flags=re.M | re.S)[1:]
+    stated = []
+    for prose in after:
+        paragraph = prose.strip().split("\n\n")[0]
+        spans = re.findall(r"`([^`]+)`", paragraph) if paragraph.startswith("prints") else []
+        spans = [" ".join(span.split("…")[0].split("...")[0].split()) for span in spans]
+        stated.append([span for span in spans if re.search(r"\d", span)])
+    return stated
+
+
+def check_stated(span: str, printed: str) -> None:
+    """``span`` (numbers and all) appears in ``printed``, each number within max(0.02, 1%) of the
+    printed one: another CPU may round differently and stop training at another step."""
+    pieces = re.split(f"({NUMBER})", span)
+    pattern = r"\s+".join(
+        "".join(f"({NUMBER})" if index % 2 else re.escape(piece) for index, piece in enumerate(pieces)).split(
+            r"\ "
+        )
+    )
+    match = re.search(pattern, " ".join(printed.split()))
+    assert match, f"the README says it prints {span!r}; it printed {printed!r}"
+    for want, got in zip(pieces[1::2], match.groups(), strict=True):
+        assert abs(float(got) - float(want)) <= max(0.02, 0.01 * abs(float(want))), (span, match.group(0))
+
+
+def test_check_stated_tells_a_stale_number_from_rounding():
+    check_stated("gave 0.703 [0.629, 0.777]", "it gave 0.71 [0.630,  0.777] in all")
+    with pytest.raises(AssertionError, match="0.703"):
+        check_stated("gave 0.703 [0.629, 0.777]", "it gave 0.740 [0.629, 0.777]")
+    with pytest.raises(AssertionError, match="the README says it prints"):
+        check_stated("labels: ross 0.386", "labels: ksg 0.386")
+
+
+def test_the_readme_python_examples_run_and_print_what_it_says(tmp_path, monkeypatch):
+    """Every block runs, and prints what the paragraph after it says (:func:`stated_outputs`)."""
+    import contextlib
+    import io
+
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": "readme"}
     threads = torch.get_num_threads()  # the examples size torch's threads; the other tests keep theirs
+    text = README.read_text()
+    blocks, stated = python_blocks(text), stated_outputs(text)
+    assert len(blocks) == len(stated) and sum(map(len, stated)) >= 8
     try:
-        for number, block in enumerate(python_blocks(README.read_text()), start=1):
+        for number, (block, spans) in enumerate(zip(blocks, stated, strict=True), start=1):
+            printed = io.StringIO()
             try:
-                exec(compile(block, f"README.md python block {number}", "exec"), namespace)
+                with contextlib.redirect_stdout(printed):
+                    exec(compile(block, f"README.md python block {number}", "exec"), namespace)
             except Exception as error:  # pragma: no cover - the message names the block
                 pytest.fail(f"README.md python block {number} failed: {type(error).__name__}: {error}")
+            for span in spans:
+                check_stated(span, printed.getvalue())
     finally:
         torch.set_num_threads(threads)
 
