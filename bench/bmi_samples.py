@@ -15,7 +15,6 @@ its message.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -26,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import write_json  # noqa: E402
+from harness import argument_parser, write_json  # noqa: E402
 
 from mitool.benchmark.run import parse_estimator  # noqa: E402
 from mitool.checks import ParameterError  # noqa: E402
@@ -110,7 +109,7 @@ def summary(rows: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--suite", choices=("v1", "v2"), default="v1")
     parser.add_argument("--pairs", type=int, default=None, help="Use the first N pairs of each sample.")
     parser.add_argument("--as-given", action="store_true", help="float32 as drawn, not standardised.")

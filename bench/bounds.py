@@ -27,7 +27,6 @@ the operators, kernel time by the passes over the (B, K) scores.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -41,6 +40,7 @@ sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from harness import (  # noqa: E402
     Progress,
+    argument_parser,
     device_seconds,
     environment,
     interleaved_ratios,
@@ -278,7 +278,7 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES), help="embedding dtype")
     parser.add_argument(

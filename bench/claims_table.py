@@ -19,13 +19,15 @@ e.g. the init_reference.json of ``bash bench/claims_cpu.sh nnclr``) as a dashed 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from collections import defaultdict
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from harness import argument_parser  # noqa: E402
 
 from mitool.files import read_csv  # noqa: E402
 
@@ -135,7 +137,7 @@ def figure(rows: list[dict[str, str]], path: str, reference: list[float] | None 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("summary", help="a sweep's summary.csv")
     parser.add_argument("--axis", default="negatives", help="the swept column (negatives, batch_size, ...)")
     parser.add_argument("--value", default="knn_top1", help="the column shown (default knn_top1, in %%)")

@@ -23,7 +23,6 @@ on CPU the device path runs on CPU tensors. Usage::
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import os
 import sys
@@ -37,7 +36,7 @@ from PIL import Image
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from harness import Progress, environment, synchronize, write_json  # noqa: E402
+from harness import Progress, argument_parser, environment, synchronize, write_json  # noqa: E402
 
 from mitool.runtime import free_cores, set_threads_to_free_cores  # noqa: E402
 from mitool.vision.augment import two_view_transform  # noqa: E402
@@ -105,7 +104,7 @@ def measure_loader(loader, consume, label: str, quiet: bool, device: torch.devic
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     parser.add_argument("--images", type=int, default=192, help="JPEGs to generate (default 192)")
     parser.add_argument("--batch-size", type=int, default=32, help="images per batch (default 32)")

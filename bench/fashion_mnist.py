@@ -41,7 +41,7 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from harness import write_json  # noqa: E402
+from harness import argument_parser, write_json  # noqa: E402
 
 from mitool.runtime import set_threads_to_free_cores  # noqa: E402
 from mitool.vision.backbones import build_backbone  # noqa: E402
@@ -162,7 +162,7 @@ def _knn(backbone: nn.Module, arguments: argparse.Namespace) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--minutes", type=float, default=25.0, help="wall time of each pretraining run")
     parser.add_argument(
         "--runs", default=",".join(RUNS), help=f"method-loss pairs (default {','.join(RUNS)})"

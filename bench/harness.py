@@ -9,6 +9,7 @@ t_candidate / t_baseline.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -27,6 +28,7 @@ from mitool.progress import Progress
 
 __all__ = [
     "Progress",
+    "argument_parser",
     "device_seconds",
     "environment",
     "interleaved_ratios",
@@ -35,6 +37,12 @@ __all__ = [
     "time_call",
     "write_json",
 ]
+
+
+def argument_parser(doc: str) -> argparse.ArgumentParser:
+    """The script's parser, its description the first paragraph of the script's docstring ``doc``
+    (whose first line alone may stop mid-sentence)."""
+    return argparse.ArgumentParser(description=" ".join(doc.strip().split("\n\n")[0].split()))
 
 
 def synchronize(device: torch.device) -> None:

@@ -40,7 +40,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import write_json  # noqa: E402
+from harness import argument_parser, write_json  # noqa: E402
 
 from mitool.independence import independence_test  # noqa: E402
 
@@ -467,7 +467,7 @@ def compact_markdown(folder: Path, alpha: str = "0.05") -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument(
         "--scenarios", default="all", help="comma-separated names, or all, nulls, alternatives"
     )

@@ -22,12 +22,17 @@ estimator only), its suite named by its folder: the flow route's allowance on th
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from harness import argument_parser  # noqa: E402
 
 ALLOWANCES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
 
@@ -75,7 +80,7 @@ def smallest_reaching(rows: list[dict], level: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("files", nargs="+")
     parser.add_argument("--level", type=float, default=0.95)
     rows = load(parser.parse_args().files)

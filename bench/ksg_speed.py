@@ -8,7 +8,6 @@ standard error (10 disjoint subsets) as ``mitool estimate --estimator ksg`` make
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -18,7 +17,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import write_json  # noqa: E402
+from harness import argument_parser, write_json  # noqa: E402
 
 from mitool import estimators  # noqa: E402
 from mitool.estimators.ksg import ksg  # noqa: E402
@@ -36,7 +35,7 @@ def best_seconds(function, arguments: tuple, repeats: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--n", type=int, default=5000)
     parser.add_argument("--dims", default="25,5", help="comma-separated d (X and Y each have d)")
     parser.add_argument("--repeats", type=int, default=3)

@@ -51,7 +51,7 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from harness import write_json  # noqa: E402
+from harness import argument_parser, write_json  # noqa: E402
 
 METHODS = {
     "simclr": ("simclr", "infonce"),
@@ -268,7 +268,7 @@ def _child(
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument(
         "--methods", default="simclr,dcl,dclw,moco", help=f"comma-separated, of {', '.join(METHODS)}"
     )

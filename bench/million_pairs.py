@@ -6,7 +6,6 @@ user runs them (``mitool estimate x.npy y.npy [--estimator ksg]``), with the est
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -18,11 +17,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import write_json  # noqa: E402
+from harness import argument_parser, write_json  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--n", type=int, default=10**6)
     parser.add_argument("--rho", type=float, default=0.6)
     parser.add_argument("--json", default=None)

@@ -10,7 +10,6 @@ reported and the others still run; the exit code is 1 when any failed, 0 otherwi
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -19,6 +18,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from harness import argument_parser  # noqa: E402
 
 from mitool.runtime import set_threads_to_free_cores  # noqa: E402
 
@@ -145,7 +146,7 @@ def _generic_figures(data: object, prefix: str = "", depth: int = 0) -> list[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argument_parser(__doc__)
     parser.add_argument(
         "--only", default=None, help="comma-separated parts: " + ", ".join(p[0] for p in PARTS)
     )

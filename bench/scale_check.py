@@ -13,7 +13,6 @@ A JSON file of bench/bmi_samples.py is read too (bmi's own samples, standardised
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import os
@@ -25,7 +24,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bmi_samples import SAMPLES, standardised, within_target  # noqa: E402
-from harness import write_json  # noqa: E402
+from harness import argument_parser, write_json  # noqa: E402
 
 from mitool.benchmark.run import Precision, task_data  # noqa: E402
 from mitool.benchmark.suites import get_task  # noqa: E402
@@ -74,7 +73,7 @@ def _rows_and_samples(path: str, estimator: str) -> Iterator[tuple[dict, tuple[n
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument(
         "results", help="A results.csv of mitool benchmark, or a JSON file of bmi_samples.py."
     )

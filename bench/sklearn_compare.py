@@ -8,7 +8,6 @@ n = 10^5. Needs the optional extra: pip install -e '.[compare]'.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -17,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import write_json  # noqa: E402
+from harness import argument_parser, write_json  # noqa: E402
 
 from mitool.benchmark.run import task_data  # noqa: E402
 from mitool.benchmark.suites import suite  # noqa: E402
@@ -58,7 +57,7 @@ def timed(function, *arguments) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--n", type=int, default=5000)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--large", type=int, default=100_000, help="n of the timing")

@@ -20,7 +20,6 @@ of per-pair ratios of interleaved runs (bench/harness.py). Images/s counts image
 
 from __future__ import annotations
 
-import argparse
 import copy
 import os
 import sys
@@ -31,7 +30,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from harness import Progress, environment, interleaved_ratios, write_json  # noqa: E402
+from harness import Progress, argument_parser, environment, interleaved_ratios, write_json  # noqa: E402
 
 from mitool.runtime import set_threads_to_free_cores  # noqa: E402
 
@@ -117,7 +116,7 @@ def method_step(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     parser.add_argument("--arch", default=None, help="small-cnn, resnet18, resnet34, resnet50 [resnet50]")
     parser.add_argument("--image-size", type=int, default=224, help="pixels (default 224)")

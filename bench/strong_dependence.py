@@ -13,15 +13,20 @@ InfoNCE's ceiling tried on two 10-nat tasks of the highmi suite, n = 10 000, one
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
+import os
+import sys
 import time
 
 import numpy as np
 import torch
 
-import mitool
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from harness import argument_parser  # noqa: E402
+
+import mitool  # noqa: E402
 from mitool.benchmark.suites import get_task
 from mitool.runtime import set_threads_to_free_cores
 
@@ -80,7 +85,7 @@ def routes(tasks: list[str]) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("part", choices=("saturation", "routes"))
     parser.add_argument("--tasks", default="normal-5x5-10nats,rotated-halfcube-5x5-10nats")
     parser.add_argument("--json", default=None, help="Write the rows here.")

@@ -7,7 +7,6 @@ each through `mitool.estimate` or `mitool estimate` with the defaults. Needs the
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -20,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import write_json  # noqa: E402
+from harness import argument_parser, write_json  # noqa: E402
 
 import mitool  # noqa: E402
 from mitool.runtime import set_threads_to_free_cores  # noqa: E402
@@ -39,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     from sklearn.datasets import load_breast_cancer, load_iris, load_wine
     from sklearn.feature_selection import mutual_info_classif, mutual_info_regression
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--json", default=None)
     arguments = parser.parse_args(argv)
     set_threads_to_free_cores()

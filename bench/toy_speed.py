@@ -17,7 +17,6 @@ forward (the usual rule: the backward pass costs about two forwards).
 
 from __future__ import annotations
 
-import argparse
 import platform
 import sys
 import time
@@ -27,7 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import write_json  # noqa: E402
+from harness import argument_parser, write_json  # noqa: E402
 
 from mitool.runtime import set_threads_to_free_cores  # noqa: E402
 from mitool.toy.batched import train_sequential, train_vectorised  # noqa: E402
@@ -71,7 +70,7 @@ def timed(function, device: torch.device) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--runs", type=int, default=16, help="R, the number of runs (seeds)")
     parser.add_argument("--steps", type=int, default=100, help="training steps per run and path")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats of each path (best is kept)")
