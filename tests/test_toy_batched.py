@@ -153,3 +153,32 @@ def test_the_progress_shows_an_estimate_only_once_there_is_one() -> None:
     )
     assert [step for step, _ in calls] == [50, 100]
     assert calls[0][1] == pytest.approx(np.mean(record.estimates[:50]), abs=1e-6)
+
+
+def test_a_signal_after_the_last_steps_check_still_stops_the_run(monkeypatch) -> None:
+    """A SIGTERM that lands after the last step's check, while the handlers are still the run's,
+    raises Terminated when the loop ends instead of being dropped with the handlers (the sweep then
+    exited 0 as if it had never come)."""
+    import os
+    import signal
+
+    from mitool.processes import Interruption, Terminated
+    from mitool.toy import batched
+
+    total = TINY.total_steps
+
+    class LateSignal(Interruption):
+        checks = 0
+
+        def raise_if_received(self) -> None:
+            super().raise_if_received()
+            LateSignal.checks += 1
+            if LateSignal.checks == total:  # the last step's check has passed
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(batched, "Interruption", LateSignal)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Terminated):
+        train_vectorised([RunSpec("infonce", "separable", 3, 0)], TINY)
+    assert LateSignal.checks >= total
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler of before the run is back

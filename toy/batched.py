@@ -357,6 +357,7 @@ def train_vectorised(
             if stages and (step + 1) % settings.steps_per_stage == 0 and step + 1 < settings.total_steps:
                 _save_stage(stages, group, step + 1, last_check, estimates, grad_norms)
             interruption.raise_if_received()
+    interruption.raise_if_received()  # one that came after the last step's check, before the handlers went
     seconds = time.perf_counter() - start
     return [
         _finish(RunRecord(spec, row_estimates, row_norms, seconds=seconds), settings.divergence_threshold)
