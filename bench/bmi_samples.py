@@ -128,8 +128,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     tasks = json.loads((folder / "tasks.json").read_text())["tasks"]
     if arguments.tasks:
-        chosen = set(arguments.tasks.split(","))
-        tasks = [task for task in tasks if task["task_id"] in chosen]
+        chosen = arguments.tasks.split(",")
+        unknown = sorted(set(chosen) - {task["task_id"] for task in tasks})
+        if unknown:
+            print(f"error: --tasks: no task {', '.join(unknown)} in {arguments.suite}; "
+                  f"its tasks are in {folder / 'tasks.json'}", file=sys.stderr)  # fmt: skip
+            return 2
+        tasks = [task for task in tasks if task["task_id"] in set(chosen)]
     try:
         spec = parse_estimator(arguments.estimator)
         estimator = spec.build()
@@ -138,10 +143,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rows = []
     for task in tasks:
-        rows += run_task(task, folder, arguments.pairs, arguments.as_given, estimator)
-        last = rows[-1]
-        shown = f"{last['estimate']:.3f}" if "estimate" in last else "refused"
-        print(f"{task['task_id']}: truth {task['mi_true_nats']:.3f}, {shown}", flush=True)
+        done = run_task(task, folder, arguments.pairs, arguments.as_given, estimator)
+        rows += done
+        values = [f"{row['estimate']:.3f}" if "estimate" in row else "refused" for row in done]
+        shown = ", ".join(f"seed {row['seed']} {value}" for row, value in zip(done, values, strict=True))
+        print(f"{task['task_id']}: truth {task['mi_true_nats']:.3f}; {shown}", flush=True)
     result = {
         "suite": arguments.suite, "pairs": arguments.pairs, "as_given": arguments.as_given,
         "estimator": spec.name, "settings": spec.settings, "summary": summary(rows),
