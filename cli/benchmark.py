@@ -67,9 +67,11 @@ def benchmark(
     """Estimators x tasks with closed-form MI x sample sizes x seeds.
 
     Writes OUT/results.csv (task, family, dim_x, dim_y, true_mi, n, seed, estimator, estimate,
-    ci_low, ci_high, seconds), OUT/summary.md (mean error per task and estimator, best marked; mean
-    absolute error; tasks of at most 2 nats within max(0.1 nats, 10%); the worst task; how often
-    the interval holds the truth; seconds per estimate; errors by family) and per size the figures
+    ci_low, ci_high, seconds, dim_z, bias_high), OUT/summary.md (mean error per task and estimator,
+    best marked; mean absolute error; tasks of at most 2 nats within max(0.1 nats, 10%); the worst
+    task; how often the interval holds the truth on the tasks within target, and [ci_low,
+    bias_high] on all tasks, bias_high allowing for the default's downward bias; seconds per
+    estimate; errors by family) and per size the figures
     errors_n<N> (each task's error per estimator, a panel per family) and heatmap_n<N> (mean errors).
     Each (estimator, task, size) cell is saved under OUT/cells/ when done; the same command on the
     same OUT skips finished cells (Ctrl-C or SIGTERM says which are saved). Under `torchrun

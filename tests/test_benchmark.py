@@ -93,6 +93,36 @@ def test_results_resume_and_summary(tmp_path: Path) -> None:
     assert {path.name for path in written} == {"summary.md", "errors_n300.svg", "heatmap_n300.svg"}
 
 
+def test_results_keep_the_defaults_bias_high_and_the_summary_counts_it_on_every_task(tmp_path: Path) -> None:
+    """results.csv's bias_high is the default's details["bias_high"] (ci_high + BIAS_ALLOWANCE x the
+    estimate: KSG on 1 + 1 dimensions here) and empty for an estimator without one; the summary's
+    coverage of [ci_low, bias_high] counts every task, against a plain count of the same rows."""
+    from mitool.estimation import BIAS_ALLOWANCE
+
+    plan = Plan((parse_estimator("default"), parse_estimator("gaussian")), (TASKS[0],), (300,), (0, 1))
+    rows = read_csv(run_benchmark(tmp_path, plan))
+    default = [row for row in rows if row["estimator"] == "default"]
+    assert len(default) == 2 and all(row["bias_high"] == "" for row in rows if row["estimator"] == "gaussian")
+    for row in default:
+        expected = float(row["ci_high"]) + BIAS_ALLOWANCE * max(float(row["estimate"]), 0.0)
+        assert float(row["bias_high"]) == pytest.approx(expected, rel=1e-5)
+    # rows made by hand: the truth 1.0 above two intervals, within one bias_high, on tasks off target
+    made = [
+        {"task": task, "true_mi": "1.0", "estimator": name, "estimate": estimate, "ci_low": low,
+         "ci_high": high, "bias_high": bias_high, "seconds": "1", "n": "100", "family": "f"}
+        for task, name, estimate, low, high, bias_high in [
+            ("a", "default", "0.8", "0.75", "0.85", "1.1"), ("b", "default", "0.7", "0.65", "0.75", "0.96"),
+            ("c", "default", "0.95", "0.9", "1.05", "1.3"), ("a", "ksg", "0.8", "0.75", "0.85", ""),
+        ]
+    ]  # fmt: skip
+    inside = sum(float(r["ci_low"]) <= 1.0 <= float(r["bias_high"]) for r in made if r["bias_high"])
+    summary = benchmark_figures.summary_markdown(made)
+    label = "| truth inside [ci_low, bias_high]"
+    line = next(text for text in summary.splitlines() if text.startswith(label))
+    assert inside == 2 and line == "| truth inside [ci_low, bias_high] (all tasks) | | 2/3 (67%) | - |"
+    assert "## n = 100 pairs, 1 seed\n" in summary
+
+
 def test_results_give_z_its_dimension_for_a_conditional_task(tmp_path: Path) -> None:
     from mitool.benchmark.conditional import CommonCause
 

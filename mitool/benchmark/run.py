@@ -55,10 +55,12 @@ __all__ = [
 
 RESULT_COLUMNS = (
     "task", "family", "dim_x", "dim_y", "true_mi", "n", "seed", "estimator", "estimate", "ci_low",
-    "ci_high", "seconds", "dim_z",
+    "ci_high", "seconds", "dim_z", "bias_high",
 )  # fmt: skip
 """The columns of results.csv; ``dim_z``: Z's dimension for a task of I(X; Y | Z) (the conditional
-suite), empty for the others."""
+suite), empty for the others; ``bias_high``: the upper end that allows for a bound's downward bias
+(``details["bias_high"]`` of the default's neural and flow estimates), empty where the estimator
+gives none."""
 
 Log = Callable[[str], None]
 
@@ -261,9 +263,11 @@ def _rows(cell: Cell, seeds: Sequence[int], results: Sequence, seconds: float) -
             if isinstance(result, Exception)
             else (result.value, result.ci_low, result.ci_high)
         )
+        bias_high = None if isinstance(result, Exception) else result.details.get("bias_high")
         described = [task.name, task.family, task.dim_x, task.dim_y, f"{task.mi:.6g}", cell.n, seed]
         rows.append([*described, cell.estimator.name, *(f"{v:.6g}" for v in values),
-                     f"{seconds / len(seeds):.4g}", getattr(task, "dim_z", "")])  # fmt: skip
+                     f"{seconds / len(seeds):.4g}", getattr(task, "dim_z", ""),
+                     "" if bias_high is None else f"{bias_high:.6g}"])  # fmt: skip
     return rows
 
 
