@@ -59,8 +59,8 @@ RESULT_COLUMNS = (
 )  # fmt: skip
 """The columns of results.csv; ``dim_z``: Z's dimension for a task of I(X; Y | Z) (the conditional
 suite), empty for the others; ``bias_high``: the upper end that allows for a bound's downward bias
-(``details["bias_high"]`` of the default's neural and flow estimates), empty where the estimator
-gives none."""
+(``details["bias_high"]`` of the default's InfoNCE, KSG and flow estimates:
+:data:`mitool.estimation.BIASED_LOW`), empty where the estimator gives none."""
 
 Log = Callable[[str], None]
 
