@@ -4,6 +4,7 @@ progress callbacks, and the shell of a resumable run (SIGTERM handled as Ctrl-C)
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import signal
 import sys
@@ -20,6 +21,7 @@ from mitool.runner import RanksMissing, SettingsDiffer
 
 __all__ = [
     "EstimateProgress",
+    "json_text",
     "check_device",
     "command_line",
     "program_words",
@@ -28,6 +30,22 @@ __all__ = [
     "progress_reporter",
     "resumable_run",
 ]
+
+
+def json_text(value: object) -> str:
+    """``value`` as strict JSON (RFC 8259 has no NaN or Infinity): a float that is not finite becomes
+    null, at any depth; the result's text (its ``interval``) says what an open or missing end means."""
+
+    def finite(item: object) -> object:
+        if isinstance(item, float) and not math.isfinite(item):
+            return None
+        if isinstance(item, dict):
+            return {key: finite(inner) for key, inner in item.items()}
+        if isinstance(item, list | tuple):
+            return [finite(inner) for inner in item]
+        return item
+
+    return json.dumps(finite(value), allow_nan=False)
 
 
 def parse_list(parameter: str, text: str, kind: type, unique: bool = True) -> list:

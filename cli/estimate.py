@@ -6,13 +6,11 @@ The estimators, their settings, defaults and help come from the registry
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from mitool import estimators
 from mitool.cli.errors import FriendlyCommand
-from mitool.cli.options import given_options, option_specs, settings_options
+from mitool.cli.options import given_options, option_specs, settings_options, table_options
 from mitool.estimators.base import CASES
 from mitool.ties import TIES_CHOICES
 
@@ -51,11 +49,13 @@ def estimator_help() -> str:
 
 @click.command("estimate", cls=FriendlyCommand, epilog=estimator_help())
 @click.argument("x", metavar="X", type=click.Path(dir_okay=False))
-@click.argument("y", metavar="Y", type=click.Path(dir_okay=False))
+@click.argument("y", metavar="Y", type=click.Path(dir_okay=False), required=False)
 @click.option(
-    "--given", "z", type=click.Path(dir_okay=False), default=None,
-    help="Z, a file of one row per sample: estimate I(X; Y | Z), the MI given Z.",
+    "--given", "z", default=None,
+    help="Z, a file of one row per sample (with --x: columns of the table): estimate I(X; Y | Z), the MI "
+    "given Z.",
 )  # fmt: skip
+@table_options
 @click.option(
     "--estimator", type=click.Choice(estimators.names()), default=None,
     help="The estimator (listed below) [default: the one for the data, see Defaults below].",
@@ -87,8 +87,9 @@ def estimator_help() -> str:
 )
 @click.pass_context
 def estimate_command(
-    context: click.Context, x: str, y: str, z: str | None, estimator: str | None, discrete: str,
-    ties: str, seed: int, as_json: bool, quiet: bool, **_: object,
+    context: click.Context, x: str, y: str | None, z: str | None, x_columns: str | None,
+    y_columns: str | None, missing: str, estimator: str | None, discrete: str, ties: str, seed: int,
+    as_json: bool, quiet: bool, **_: object,
 ) -> None:  # fmt: skip
     """Estimate I(X; Y) in nats from paired samples: row i of X goes with row i of Y.
 
@@ -108,8 +109,8 @@ def estimate_command(
     (n, H, W) or (n, C, H, W), read as rows of pixels; where the pixels lie near a surface of lower
     dimension, the default encodes each side to that dimension before the flows.
     """
-    from mitool.cli.common import EstimateProgress
-    from mitool.cli.io import load_samples
+    from mitool.cli.common import EstimateProgress, json_text
+    from mitool.cli.io import read_variables
     from mitool.estimation import estimate
     from mitool.runtime import set_threads_to_free_cores
 
@@ -117,14 +118,14 @@ def estimate_command(
     settings = given_options(context, _OPTIONS)
     if estimator is not None:
         estimators.get(estimator, **settings)  # an unknown setting is refused before the data are read
-    read = [load_samples(path, name) for path, name in ((x, "X"), (y, "Y"), (z, "Z")) if path is not None]
+    read = read_variables(x, y, z, x_columns, y_columns)
     x_data, y_data = read[0].as_given(), read[1].as_given()
     z_data = None if z is None else read[2].as_given()
     progress = EstimateProgress(f"{estimator or 'estimate'}", enabled=not quiet)
     try:
         result = estimate(
             x_data, y_data, z_data, estimator=estimator, discrete=discrete, ties=ties, seed=seed,
-            progress=progress, **settings,
+            missing=missing, progress=progress, **settings,
         )  # fmt: skip
     finally:
         progress.close()
@@ -132,4 +133,4 @@ def estimate_command(
     result = result.with_notes(
         *(note for samples in read for note in samples.notes if note.lower() not in noted)
     )
-    click.echo(json.dumps(result.as_dict()) if as_json else str(result))
+    click.echo(json_text(result.as_dict()) if as_json else str(result))

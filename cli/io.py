@@ -9,6 +9,8 @@ file handling around them is thin.
 from __future__ import annotations
 
 import csv
+import datetime
+import math
 import re
 import warnings
 from collections.abc import Sequence
@@ -18,8 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from mitool.estimators.base import IMAGE_DIMENSIONS, image_note
+from mitool.estimators.values import MISSING_TEXT
 
-__all__ = ["SUFFIXES", "Samples", "load_samples", "table"]
+__all__ = ["SUFFIXES", "Samples", "load_samples", "read_variables", "table"]
 
 SUFFIXES = (".npy", ".npz", ".csv")
 
@@ -54,12 +57,67 @@ class Samples:
     notes: tuple[str, ...] = ()
     image_shape: tuple[int, ...] | None = None
 
+    def select(self, name: str, parameter: str, names: str, path: str | Path) -> Samples:
+        """The columns ``names`` (comma-separated, as the header names them) of this table as the
+        samples of ``name`` ("X", "Y" or "Z"); a ParameterError naming ``parameter`` and the table's
+        columns where one is not there."""
+        from mitool.checks import ParameterError
+
+        wanted = [part.strip() for part in names.split(",") if part.strip()]
+        if self.columns is None:
+            raise ParameterError(
+                parameter, f"names columns, but {Path(path).name} has no header line of names"
+            )
+        missing = [part for part in wanted if part not in self.columns]
+        if missing or not wanted:
+            raise ParameterError(
+                parameter, f"names {', '.join(map(repr, missing)) or 'no column'}, not a column of "
+                f"{Path(path).name}; its columns: {_listed(list(self.columns))}",
+            )  # fmt: skip
+        index = [self.columns.index(part) for part in wanted]
+        values = self.values[:, index]
+        if values.dtype == object and all(isinstance(value, float) for value in values.ravel()):
+            values = values.astype(np.float64)
+        note = f"{name}: column{'s' * (len(wanted) > 1)} {_listed(wanted)} of {Path(path).name}"
+        return Samples(values, tuple(wanted), (note,))
+
     def as_given(self) -> np.ndarray:
         """The samples as the file gave them: images as images (n, H, W) or (n, C, H, W), which
         :func:`mitool.estimate` reads as such (and notes), else ``values``."""
         if self.image_shape is None:
             return self.values
         return self.values.reshape(len(self.values), *self.image_shape)
+
+
+def read_variables(
+    x: str, y: str | None, z: str | None, x_columns: str | None, y_columns: str | None
+) -> list[Samples]:
+    """The samples of X, Y (and Z) from a file each, or, where ``x_columns`` and ``y_columns`` name
+    columns (comma-separated), from the one table ``x``, Z then naming its columns too. Errors are
+    one line naming the option (ParameterError) or the file (ValueError)."""
+    from mitool.checks import ParameterError
+
+    if x_columns is None and y_columns is None:
+        if y is None:
+            raise ParameterError(
+                "y", "is missing: give Y's file, or name columns of the one table X with {=x_columns} and "
+                "{=y_columns}", ("x_columns", "y_columns"),
+            )  # fmt: skip
+        return [load_samples(path, name) for path, name in ((x, "X"), (y, "Y"), (z, "Z")) if path is not None]
+    for parameter, given in (("x_columns", x_columns), ("y_columns", y_columns)):
+        if given is None:
+            raise ParameterError(
+                parameter, "is needed too: {=x_columns} and {=y_columns} name the columns of the one table X",
+                ("x_columns", "y_columns"),
+            )  # fmt: skip
+    if y is not None:
+        raise ParameterError(
+            "y", f"({y}) cannot be given with {{=x_columns}}: X is then the one table", ("x_columns",)
+        )
+    table = load_samples(x, "table")
+    chosen = [("X", "x_columns", x_columns), ("Y", "y_columns", y_columns), ("Z", "z", z)]
+    read = [table.select(name, parameter, names, x) for name, parameter, names in chosen if names is not None]
+    return [replace(read[0], notes=(*table.notes, *read[0].notes)), *read[1:]]
 
 
 def load_samples(path: str | Path, name: str) -> Samples:
@@ -131,12 +189,10 @@ def _array_samples(data: np.ndarray, path: Path, name: str) -> Samples:
         columns = [(f"{j + 1}", labels[:, j]) for j in range(data.shape[1])]
         return Samples(labels, None, (*notes, _labels_note(name, columns)))
     data = data.astype(np.float64)
-    bad = ~np.isfinite(data)
+    bad = np.isinf(data)
     if bad.any():
         row = int(np.argwhere(bad)[0][0])
-        raise ValueError(
-            f"{name}: {path} holds NaN or infinite values (first in row {row}); remove or fill them"
-        )
+        raise ValueError(f"{name}: {path} holds infinite values (first in row {row}); remove or fill them")
     return Samples(data, None, notes, image_shape)
 
 
@@ -179,21 +235,36 @@ def _numbers(path: Path, skip: int) -> np.ndarray | None:
             )
     except ValueError:
         return None
+    if data.shape[1] == 1 and _inner_blank_line(path):
+        return None
     return data if data.size and np.isfinite(data).all() else None
 
 
+def _inner_blank_line(path: Path) -> bool:
+    """Whether a blank line lies between two lines of data: a missing value in a file of one column."""
+    lines = path.read_text(encoding="utf-8-sig").splitlines()
+    filled = [i for i, line in enumerate(lines) if line.strip()]
+    return bool(filled) and any(not line.strip() for line in lines[filled[0] : filled[-1]])
+
+
 def _rows(path: Path) -> list[tuple[int, list[str]]]:
-    """The rows of a CSV file, each with the line it starts on, without blank lines."""
+    """The rows of a CSV file, each with the line it starts on. Blank lines are left out, but for
+    those between lines of data in a file of one column: there a blank line is a missing value (as
+    some writers leave it), and leaving it out would pair the rows below with the wrong rows of the
+    other file. A line of empty fields (",,", or a quoted empty field) is a row of missing values."""
     rows: list[tuple[int, list[str]]] = []
     with open(path, newline="", encoding="utf-8-sig") as stream:
         reader = csv.reader(stream, skipinitialspace=True)
         start = 1
         for row in reader:
-            fields = _fields(row)
-            if any(fields):
-                rows.append((start, fields))
+            rows.append((start, _fields(row) if row else []))  # a blank line reads as []
             start = reader.line_num + 1
-    return rows
+    filled = [i for i, (_, fields) in enumerate(rows) if fields]
+    if not filled:
+        return []
+    rows = rows[filled[0] : filled[-1] + 1]
+    one_column = len(rows[0][1]) == 1
+    return [(line, fields or [""]) for line, fields in rows if fields or one_column]
 
 
 def _fields(row: list[str]) -> list[str]:
@@ -247,7 +318,9 @@ def table(rows: Sequence[tuple[int, Sequence[str]]], name: str, path: Path) -> S
             f"the first data line {len(body[0][1])}"
         )
     _check_widths(body, name, path)
-    samples = _samples(header, _columns(body, name, path), name, path)
+    columns, date_notes = _columns(body, name, path, header)
+    samples = _samples(header, columns, name, path)
+    samples = replace(samples, notes=(*samples.notes, *date_notes))
     if header is None and first == ["0"] and len(rows) > 1:
         kept = (
             f"{name}: line {first_line} reads 0, as pandas heads a column it numbered; kept as data, "
@@ -351,36 +424,68 @@ def _check_widths(rows: Sequence[tuple[int, Sequence[str]]], name: str, path: Pa
             )
 
 
-def _columns(body: Sequence[tuple[int, Sequence[str]]], name: str, path: Path) -> list[np.ndarray]:
-    """Each column as float64 numbers (finite) or an object array of labels (``str``); the first
-    bad field of the table (by line, then column) is an error naming it."""
+def _columns(
+    body: Sequence[tuple[int, Sequence[str]]], name: str, path: Path, header: tuple[str, ...] | None
+) -> tuple[list[np.ndarray], list[str]]:
+    """Each column as float64 numbers or an object array of labels (``str``), and the notes on
+    columns read as dates. A missing value (:data:`MISSING_TEXT`: an empty field, NA, NaN, null, ...)
+    is NaN in a column of numbers and None in one of labels; :mod:`mitool.estimators.values` decides
+    what it does. A column of dates and times (ISO 8601, as pandas and R write them) becomes the days
+    since its earliest one. The first bad field of the table (by line, then column: infinity, or a
+    word in a column of numbers) is an error naming it."""
     lines = [line for line, _ in body]
     columns: list[np.ndarray] = []
+    notes: list[str] = []
     problems: list[tuple[int, int, str]] = []
     for j, fields in enumerate(_transposed(body)):
-        try:
-            numbers = np.array(fields, dtype=str).astype(np.float64)
-        except ValueError:
-            numbers = None
-        if numbers is not None:
-            if not np.isfinite(numbers).all():
-                i = int(np.argmin(np.isfinite(numbers)))
-                problems.append((lines[i], j + 1, f": {fields[i]!r} is NaN or infinite; remove or fill it"))
+        gaps = [field.lower() in MISSING_TEXT for field in fields]
+        present = [field for field, gap in zip(fields, gaps, strict=True) if not gap]
+        numeric = [_is_number(field) for field in present]
+        if all(numeric):
+            numbers = np.array([math.nan if gap else float(f) for f, gap in zip(fields, gaps, strict=True)])
+            if np.isinf(numbers).any():
+                i = int(np.argmax(np.isinf(numbers)))
+                problems.append((lines[i], j + 1, f": {fields[i]!r} is infinite; remove or fill it"))
             columns.append(numbers)
             continue
-        numeric = [_is_number(field) for field in fields]
-        i = numeric.index(False) if any(numeric) else fields.index("") if "" in fields else None
-        if i is not None and fields[i] == "":
-            problems.append((lines[i], j + 1, " is empty (a missing value); remove or fill it"))
-        elif i is not None:
+        days = _days(present) if not any(numeric) else None
+        if days is not None:
+            first = min(present, key=_moment)
+            title = _one_line(header[j]) if header and header[j] else f"{j + 1}"
+            notes.append(f"{name}: column {title} holds dates and times, read as days since {first}")
+            filled = iter(days)
+            columns.append(np.array([math.nan if gap else next(filled) for gap in gaps]))
+            continue
+        if any(numeric):
+            i = next(i for i, field in enumerate(fields) if not gaps[i] and not _is_number(field))
             problems.append(
                 (lines[i], j + 1, f": {fields[i]!r} is not a number, but its column holds numbers {MIXED}")
             )
-        columns.append(np.array(fields, dtype=object))
+        columns.append(np.array([None if gap else field for field, gap in zip(fields, gaps, strict=True)],
+                                dtype=object))  # fmt: skip
     if problems:
         line, column, problem = min(problems)
         raise ValueError(f"{name}: {path} line {line}, column {column}{problem}")
-    return columns
+    return columns, notes
+
+
+def _moment(field: str) -> datetime.datetime:
+    """A date or a date and time in ISO 8601 ("2020-01-31", "2020-01-31 12:00:00", with a zone or not)."""
+    moment = datetime.datetime.fromisoformat(field.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
+
+
+def _days(fields: Sequence[str]) -> list[float] | None:
+    """The days since the earliest of ``fields``, where every one is a date in ISO 8601 (with a dash:
+    a bare year is a number); else None."""
+    if not fields or not all("-" in field[1:] for field in fields):
+        return None
+    try:
+        moments = [_moment(field) for field in fields]
+    except ValueError:
+        return None
+    first = min(moments)
+    return [(moment - first).total_seconds() / 86400 for moment in moments]
 
 
 def _index_decision(
@@ -396,10 +501,15 @@ def _index_decision(
     a note, and the note says how to write the file without it. A first column named like an index
     that holds other distinct whole numbers (the index of a shuffled or filtered frame) is kept with
     a note too: numbers alone do not tell it from data."""
-    if column.dtype != np.float64:
-        return "", False
     n = len(column)
     named = header is not None and header[0].lower() in INDEX_NAMES
+    if column.dtype != np.float64:
+        names = column.tolist()
+        if named and width > 1 and None not in names and len(set(names)) == n and n >= 2:
+            index = f"named {header[0]!r}" if header[0] else "with no name"
+            return (f"{name}: first column ({index}, {n} distinct labels such as {names[0]!r}) read as row "
+                    "names, as pandas' to_csv and R's write.csv write them, and left out"), True  # fmt: skip
+        return "", False
     start = next((s for s in (0, 1) if np.array_equal(column, np.arange(s, s + n))), None)
     if named and start is not None and width > 1:
         writer = "pandas' to_csv" if start == 0 else "R's write.csv"
@@ -429,10 +539,10 @@ def _labels_note(name: str, columns: Sequence[tuple[str, np.ndarray]]) -> str:
     discrete is the estimate's decision, and its notes say so."""
     if len(columns) == 1:
         title, labels = columns[0]
-        distinct = sorted(set(labels.tolist()))
+        distinct = sorted(set(labels.tolist()) - {None})
         listed = f": {_listed(distinct)}" if len(distinct) <= SHOWN else ""
         return f"{name}: column {title} holds labels ({len(distinct)} distinct{listed})"
-    parts = [f"{title} ({len(set(labels.tolist()))} distinct)" for title, labels in columns]
+    parts = [f"{title} ({len(set(labels.tolist()) - {None})} distinct)" for title, labels in columns]
     return f"{name}: columns {_listed(parts)} hold labels"
 
 

@@ -188,3 +188,27 @@ def given_options(context: click.Context, specs: dict[str, OptionSpec]) -> dict[
             value = context.params[name]
             given[name] = tuple(parse_list(name, value, spec.kind, unique=False)) if spec.is_list else value
     return given
+
+
+def table_options(function: Callable) -> Callable:
+    """The options every command that reads X and Y shares: ``--x``/``--y`` (columns of one table,
+    :func:`mitool.cli.io.read_variables`) and ``--missing`` (what a missing value does,
+    :data:`mitool.estimators.values.MISSING_CHOICES`)."""
+    from mitool.estimators.values import MISSING_CHOICES
+
+    options = [
+        click.option(
+            "--x", "x_columns", default=None, metavar="NAMES",
+            help="With one table (a CSV file with a header) as X and no Y: the columns of X, comma-separated "
+            "(--given then names columns of Z).",
+        ),
+        click.option("--y", "y_columns", default=None, metavar="NAMES", help="With --x: the columns of Y."),
+        click.option(
+            "--missing", default="drop", show_default=True, type=click.Choice(list(MISSING_CHOICES)),
+            help="; ".join(f"{name}: {meaning}" for name, meaning in MISSING_CHOICES.items())
+            + " (missing: empty fields, NA, NaN, null in a CSV file).",
+        ),
+    ]  # fmt: skip
+    for option in reversed(options):
+        function = option(function)
+    return function

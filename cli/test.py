@@ -4,12 +4,11 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from mitool import estimators
 from mitool.cli.errors import FriendlyCommand
+from mitool.cli.options import table_options
 from mitool.ties import TIES_CHOICES
 
 __all__ = ["test_command"]
@@ -17,11 +16,13 @@ __all__ = ["test_command"]
 
 @click.command("test", cls=FriendlyCommand)
 @click.argument("x", metavar="X", type=click.Path(dir_okay=False))
-@click.argument("y", metavar="Y", type=click.Path(dir_okay=False))
+@click.argument("y", metavar="Y", type=click.Path(dir_okay=False), required=False)
 @click.option(
-    "--given", "z", type=click.Path(dir_okay=False), default=None,
-    help="Z, a file of one row per sample: test whether X and Y are independent given Z.",
+    "--given", "z", default=None,
+    help="Z, a file of one row per sample (with --x: columns of the table): test whether X and Y are "
+    "independent given Z.",
 )  # fmt: skip
+@table_options
 @click.option(
     "--estimator", type=click.Choice(estimators.names()), default=None,
     help="The statistic [default: the k-NN estimate for the data: KSG on rank scores, Ross for discrete Y, "
@@ -65,8 +66,9 @@ __all__ = ["test_command"]
 )  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (statistic, pvalue, null, ...).")
 def test_command(
-    x: str, y: str, z: str | None, estimator: str | None, permutations: int | None, seed: int, discrete: str,
-    ties: str, k: int | None, linear: bool | None, z_neighbours: int, per_feature: bool, as_json: bool,
+    x: str, y: str | None, z: str | None, x_columns: str | None, y_columns: str | None, missing: str,
+    estimator: str | None, permutations: int | None, seed: int, discrete: str, ties: str, k: int | None,
+    linear: bool | None, z_neighbours: int, per_feature: bool, as_json: bool,
 ) -> None:  # fmt: skip
     """Test whether X and Y are dependent: a permutation test with the MI estimate as the statistic.
 
@@ -79,7 +81,8 @@ def test_command(
     exit code 2.
     """
     from mitool.checks import ParameterError
-    from mitool.cli.io import load_samples
+    from mitool.cli.common import json_text
+    from mitool.cli.io import read_variables
     from mitool.independence import feature_mi, independence_test
     from mitool.runtime import set_threads_to_free_cores
 
@@ -89,9 +92,9 @@ def test_command(
         raise ParameterError(
             "estimator", "cannot be given with --per-feature (the k-NN statistic for each column)"
         )
-    settings = {} if k is None else {"k": k}
+    settings: dict[str, object] = {"missing": missing} if k is None else {"k": k, "missing": missing}
     set_threads_to_free_cores()
-    read = [load_samples(path, name) for path, name in ((x, "X"), (y, "Y"), (z, "Z")) if path is not None]
+    read = read_variables(x, y, z, x_columns, y_columns)
     file_notes = [note for samples in read for note in samples.notes]
     if per_feature:
         features = feature_mi(
@@ -101,7 +104,7 @@ def test_command(
             **settings,
         )  # fmt: skip
         if as_json:
-            click.echo(json.dumps({**features.as_dict(), "file_notes": file_notes}))
+            click.echo(json_text({**features.as_dict(), "file_notes": file_notes}))
             return
         click.echo(str(features))
         click.echo(f"How: {features.method}")
@@ -113,7 +116,7 @@ def test_command(
     )  # fmt: skip
     notes = [*file_notes, *result.notes]
     if as_json:
-        click.echo(json.dumps({**result.as_dict(), "notes": notes}))
+        click.echo(json_text({**result.as_dict(), "notes": notes}))
         return
     click.echo(str(result))
     click.echo(f"How: {result.method}")

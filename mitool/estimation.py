@@ -65,10 +65,10 @@ from mitool.estimators.base import (
     DivergenceError,
     Estimate,
     Progress,
-    as_rows,
     holds_labels,
     image_note,
     one_by_one,
+    rows_and_notes,
 )
 from mitool.estimators.rows import category_codes, distinct_rows
 from mitool.ties import TIES_CHOICES, treat_ties
@@ -274,6 +274,8 @@ class _Options:
     settings: dict[str, Any]
     defaults: Mapping[str, estimators.Default] | None = None
     """The estimator for each kind of data when none is named (None: :data:`mitool.estimators.DEFAULTS`)."""
+    missing: str = "drop"
+    """What a missing value does (:data:`mitool.estimators.values.MISSING_CHOICES`)."""
 
 
 def _plan(x: ArrayLike, y: ArrayLike, z: ArrayLike | None, options: _Options) -> _Plan:
@@ -281,8 +283,8 @@ def _plan(x: ArrayLike, y: ArrayLike, z: ArrayLike | None, options: _Options) ->
     labelled = {
         name for name, data in (("x", x), ("y", y), ("z", z)) if data is not None and holds_labels(data)
     }
-    x_rows, y_rows, z_rows = as_rows(x, y, z)
-    notes = [note for name, data in (("x", x), ("y", y), ("z", z)) if (note := image_note(name, data))]
+    (x_rows, y_rows, z_rows), notes = rows_and_notes(x, y, z, missing=options.missing)
+    notes += [note for name, data in (("x", x), ("y", y), ("z", z)) if (note := image_note(name, data))]
     images = frozenset(name for name, data in (("x", x), ("y", y)) if image_note(name, data))
     x_rows, dropped_x = _without_constant_columns("x", x_rows)
     y_rows, dropped_y = _without_constant_columns("y", y_rows)
@@ -353,6 +355,7 @@ def prepare(
     ties: str = "auto",
     seed: int = 0,
     defaults: Mapping[str, estimators.Default] | None = None,
+    missing: str = "drop",
     **settings: Any,
 ) -> Prepared:
     """What :func:`estimate` does before it estimates, as data: the rows it hands its estimator and
@@ -371,7 +374,7 @@ def prepare(
     >>> prepared.estimator.name, prepared.x.shape, prepared.y.shape
     ('ross', (500, 2), (500, 1))
     """
-    plan = _plan(x, y, z, _Options(estimator, discrete, ties, seed, settings, defaults))
+    plan = _plan(x, y, z, _Options(estimator, discrete, ties, seed, settings, defaults, missing))
     return Prepared(*plan.rows, plan.chosen, plan.sides, tuple(plan.notes), plan.done)
 
 
@@ -422,6 +425,7 @@ def estimate(
     discrete: str = "auto",
     ties: str = "auto",
     seed: int = 0,
+    missing: str = "drop",
     progress: Progress | None = None,
     **settings: Any,
 ) -> Estimate:
@@ -445,6 +449,9 @@ def estimate(
         (point masses are atoms, finite precision is dequantised), "dequantise", "atoms", "refuse".
     seed : int
         The estimate's randomness (dequantisation, split, initial weights, subsets).
+    missing : str
+        "drop" (default): rows with a missing value (NaN, None, pandas' NA) in x, y or z are left
+        out, with a note giving the count; "refuse": a missing value is an error naming its row.
     progress : callable, optional
         ``progress(done, total, value)``, called as the estimator goes.
     **settings
@@ -476,7 +483,7 @@ def estimate(
     >>> bool(result.ci_low < 0.347 < result.ci_high)
     True
     """
-    options = _Options(estimator, discrete, ties, seed, settings)
+    options = _Options(estimator, discrete, ties, seed, settings, missing=missing)
     plan = _plan(x, y, z, options)
     if plan.done is not None:
         return plan.done
@@ -570,7 +577,8 @@ def beyond_the_ceiling(capped: Estimate, uncapped: Estimate) -> Estimate:
     same pairs are both at hand: the uncapped estimate when it agrees with the lower bound (it is
     not below the capped estimate's interval), with a note saying so; otherwise the capped lower
     bound, its interval open above, with a note saying that the two disagree and neither is the MI."""
-    if uncapped.value >= capped.ci_low:
+    floor = capped.ci_low if math.isfinite(capped.ci_low) else capped.value
+    if uncapped.value >= floor:
         return uncapped.with_notes(
             f"the default's {capped.estimator} gave {capped.value:.4f} nats, near its ceiling of "
             f"{capped.details['ceiling']:.4f} where it falls short of the MI; this is the "

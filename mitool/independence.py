@@ -1444,6 +1444,21 @@ def _exact_outcome(prepared: Prepared, count: int, conditional: bool) -> _Outcom
     )
 
 
+def _check_finite(outcome: _Outcome, prepared: Prepared) -> None:
+    """A ParameterError where the statistic is not a finite number on the data or on a permutation:
+    a NaN ranks against the null as no number does, so its p-value would mean nothing."""
+    values = [outcome.observed, *outcome.null]
+    if outcome.companion is not None:
+        values += [outcome.companion.observed, *outcome.companion.null]
+    if not np.isfinite(values).all():
+        where = "on the data" if not np.isfinite(outcome.observed) else "on some permutations"
+        raise checks.ParameterError(
+            "estimator", f"{outcome.estimator} gives a statistic that is not a number {where} "
+            f"({len(prepared.x)} pairs), so no p-value can be computed; use the default statistic (k-NN on "
+            "ranks, which no scale or outlier can break) or look for extreme values in the data",
+        )  # fmt: skip
+
+
 def _test(
     x: ArrayLike, y: ArrayLike, z: ArrayLike | None, estimator: str | None, permutations: int | None,
     seed: int, ties: str, discrete: str, z_neighbours: int, settings: dict[str, Any],
@@ -1468,6 +1483,7 @@ def _test(
     else:
         outcome = _unconditional(prepared, count, rng, seed, combine)
     exact = prepared.exact is not None
+    _check_finite(outcome, prepared)
     pvalue = 1.0 if exact else permutation_pvalue(outcome.observed, outcome.null)
     method, used, components = outcome.method + _combined_sentence(outcome.companion), "none", ()
     if outcome.companion is not None:
@@ -1506,6 +1522,7 @@ def independence_test(
     z_neighbours: int = Z_NEIGHBOURS,
     tail: str = "none",
     linear: bool | None = None,
+    missing: str = "drop",
     **settings: Any,
 ) -> IndependenceTest:
     """A permutation test of H0: X and Y are independent (with ``z``: independent given Z), with
@@ -1545,6 +1562,9 @@ def independence_test(
         default statistic of an unconditional test (``estimator`` unset, no ``z``), not with a
         named one nor given Z (:data:`LINEAR_COMPANIONS`). ``.statistic`` stays the
         MI estimate; ``.components`` gives each statistic's value and own p-value.
+    missing : str
+        "drop" (default): rows with a missing value (NaN, None, pandas' NA) in x, y or z are left
+        out, with a note; "refuse": a missing value is an error naming its row.
     **settings
         The estimator's own settings (``k=8``).
 
@@ -1578,6 +1598,7 @@ def independence_test(
     """
     checks.choice("tail", tail, ("none", "gpd"))
     options = {"tail": tail, "linear": linear}
+    settings = {**settings, "missing": missing}
     return _test(x, y, z, estimator, permutations, seed, ties, discrete, z_neighbours, settings, **options)[0]
 
 
@@ -1638,7 +1659,7 @@ def _is_discrete_side(data: Any, declared: bool | None, parameter: str, name: st
     """Whether a side is discrete: labels always; declared; or by :func:`mitool.estimation.is_discrete`."""
     if holds_labels(data):
         return True
-    rows = as_rows(data, data)[0]
+    rows = as_rows(data, data, missing="drop")[0]
     if declared is None:
         return is_discrete(rows)
     if declared and not np.all(rows == np.round(rows)):
@@ -1669,6 +1690,7 @@ def feature_mi(
     seed: int = 0,
     ties: str = "auto",
     columns: Sequence[str] | None = None,
+    missing: str = "drop",
     **settings: Any,
 ) -> FeatureMI:
     """Each column of X against y: its MI, the estimator's interval, the permutation p-value of
@@ -1694,6 +1716,9 @@ def feature_mi(
         As :func:`mitool.estimate` reads it.
     columns : sequence of str, optional
         The columns' names (default: a DataFrame's, else x0, x1, ...).
+    missing : str
+        "drop" (default): each column's rows with a missing value (in it or in y) are left out of
+        that column's test, with a note; "refuse": a missing value is an error.
     **settings
         The statistics' own settings (``k=20``: more neighbours, more power against weak
         dependence; see :func:`independence_test`).
@@ -1724,6 +1749,7 @@ def feature_mi(
         checks.choice("discrete_target", discrete_target, ("auto",))
     target_declared = None if isinstance(discrete_target, str) else bool(discrete_target)
     checks.whole_number("permutations", permutations, 1)
+    settings = {**settings, "missing": missing}
     rows: list[tuple[float, float, float, float, tuple[str, ...]]] = []
     for index, column in enumerate(_feature_columns(X)):
         discrete = _column_discrete(column, y, declared[index], target_declared, names[index])

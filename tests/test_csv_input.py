@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+import mitool
 from mitool.cli import io
 from mitool.cli.io import Samples, load_samples
+from mitool.cli.main import main as cli
 
 
 @pytest.fixture(autouse=True)
@@ -116,10 +118,8 @@ def test_numbers_with_spaces_or_quotes_are_numbers(tmp_path: Path) -> None:
     [
         ("a,b\n1,x\n2,3\n", "x.csv line 2, column 2: 'x' is not a number, but its column holds numbers"),
         (",a\n0,1\n1,x\n2,3\n", "x.csv line 3, column 2: 'x' is not a number"),  # columns of the file
-        ("a,b\n1,2\n3,\n", "x.csv line 3, column 2 is empty (a missing value)"),
-        ("a,b\nu,2\n,3\n", "x.csv line 3, column 1 is empty (a missing value)"),
-        (",1.5,2\n0,2.5,3\n", "x.csv line 1, column 1 is empty (a missing value)"),
-        ("a,b\n1,nan\n2,3\n", "x.csv line 2, column 2: 'nan' is NaN or infinite"),
+        ("a,b\n1,inf\n2,3\n", "x.csv line 2, column 2: 'inf' is infinite"),
+        ("a,b\n1,2\nNA,x\n", "x.csv line 3, column 2: 'x' is not a number"),
         ("a,b\n1\n", "x.csv line 1 (a header) has 2 fields, the first data line 1"),
         ("a,b\n\n1,2\n\n3\n", "x.csv line 5 has 1 fields, the first data line 2"),
     ],
@@ -287,3 +287,55 @@ def test_mitool_estimate_leaves_a_pandas_index_out(tmp_path: Path) -> None:
     assert (
         "X: first column (an unnamed index 0..999, as pandas' to_csv writes it) left out" in report["notes"]
     )
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("a,b\n1,2\n3,\n", [[1.0, 2.0], [3.0, None]]),  # an empty field
+        ("a,b\n1,NA\nnan,3\nnull,N/A\n", [[1.0, None], [None, 3.0], [None, None]]),  # R, numpy, JSON
+        (
+            "a\n1.5\n\n2.5\n\n",
+            [[1.5], [None], [2.5]],
+        ),  # a blank line in one column; the last one ends the file
+        ('a\n1.5\n""\n2.5\n""\n', [[1.5], [None], [2.5], [None]]),  # pandas' quoted empty field
+        ("a,b\n1,2\n,\n3,4\n", [[1.0, 2.0], [None, None], [3.0, 4.0]]),  # a row of empty fields
+        ("a,b\nu,2\n,3\n", [["u", 2.0], [None, 3.0]]),  # a missing label
+    ],
+)
+def test_missing_values_keep_their_rows(tmp_path: Path, content: str, expected: list) -> None:
+    """A missing value is NaN (None for a label) in its own row: leaving a row out of one file would
+    pair every row below it with the wrong row of the other file."""
+    path = tmp_path / "x.csv"
+    path.write_text(content)
+    values = load_samples(path, "X").values
+    read = [[None if value is None or value != value else value for value in row] for row in values.tolist()]
+    assert read == expected
+
+
+def test_missing_values_pair_the_right_rows(tmp_path: Path) -> None:
+    """Two one-column files with missing values in different rows, as pandas writes them: the
+    estimate equals the one on the complete rows paired by hand, and the note gives the count."""
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=300)
+    y = x + 0.5 * rng.normal(size=300)
+    gaps_x, gaps_y = rng.random(300) < 0.1, rng.random(300) < 0.1
+    with_gaps = [np.where(gaps, np.nan, values) for values, gaps in ((x, gaps_x), (y, gaps_y))]
+    for name, values in zip(("x", "y"), with_gaps, strict=True):
+        lines = ["v", *('""' if value != value else repr(float(value)) for value in values)]
+        (tmp_path / f"{name}.csv").write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(
+        cli, ["estimate", str(tmp_path / "x.csv"), str(tmp_path / "y.csv"), "--json", "--quiet"]
+    )
+    assert result.exit_code == 0, result.output
+    reported = json.loads(result.stdout)
+    complete = ~(gaps_x | gaps_y)
+    by_hand = mitool.estimate(x[complete], y[complete])
+    assert reported["n_pairs"] == int(complete.sum())
+    assert reported["value"] == pytest.approx(by_hand.value, abs=1e-12)
+    assert any(f"{int((~complete).sum())} of 300 rows left out" in note for note in reported["notes"])
+    refused = CliRunner().invoke(
+        cli, ["estimate", str(tmp_path / "x.csv"), str(tmp_path / "y.csv"), "--missing", "refuse"]
+    )
+    assert refused.exit_code == 2
+    assert "--missing drop" in refused.output and "Traceback" not in refused.output

@@ -96,8 +96,14 @@ def test_as_rows_checks_shapes_and_values() -> None:
         as_rows(np.ones((3, 1)), np.ones((4, 1)))
     with pytest.raises(ParameterError, match="^z must have the same number of rows"):
         as_rows(np.ones((3, 1)), np.ones((3, 1)), np.ones((2, 1)))
-    with pytest.raises(ParameterError, match=r"^x holds NaN or infinite values \(first in row 1\)"):
+    with pytest.raises(ParameterError, match=r"^x holds infinite values \(first in row 1\)"):
         as_rows(np.array([1.0, np.inf]), np.ones(2))
+    with pytest.raises(ParameterError, match=r"^y has a missing value .* in row 1, 1 rows in all"):
+        as_rows(np.ones(3), np.array([1.0, np.nan, 2.0]))
+    with pytest.raises(ParameterError, match=r"^x has too few samples \(1; an MI needs at least 2 pairs"):
+        as_rows([1.0], [2.0])
+    x, y, _ = as_rows([1.0, None, 3.0, 4.0], np.array([1.0, 2.0, np.nan, 5.0]), missing="drop")
+    assert x[:, 0].tolist() == [1.0, 4.0] and y[:, 0].tolist() == [1.0, 5.0]  # pairwise complete, in order
 
 
 def test_held_out_values_equal_the_bound_on_each_chunk() -> None:

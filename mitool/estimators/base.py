@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Union
 import numpy as np
 
 from mitool import checks
+from mitool.estimators.values import complete_rows, is_missing, safe_scale
 from mitool.settings import Settings, setting, with_parameters
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "mean_and_stderr",
     "normal_interval",
     "one_by_one",
+    "rows_and_notes",
     "setting",
     "satterthwaite",
     "standard_errors_above_zero",
@@ -421,21 +423,25 @@ def label_columns(array: np.ndarray) -> list[int]:
 
 def _coded(name: str, array: np.ndarray) -> np.ndarray:
     """``array`` of strings or objects as numbers: each label column as whole-number codes (the
-    labels' sorted order), the other columns as numbers (ParameterError where one is not)."""
+    labels' sorted order), the other columns as numbers (ParameterError where one is not); a
+    missing value (:func:`mitool.estimators.values.is_missing`) is NaN."""
     columns = array.reshape(len(array), -1)
     labels = set(label_columns(array))
     coded = np.empty(columns.shape, dtype=np.float64)
     for j in range(columns.shape[1]):
+        gaps = np.array([is_missing(value) for value in columns[:, j]], dtype=bool)
+        present = columns[~gaps, j]
+        coded[gaps, j] = np.nan
         if j in labels:
-            if not all(isinstance(value, str) for value in columns[:, j]):
+            if not all(isinstance(value, str) for value in present):
                 raise checks.ParameterError(name, f"column {j} mixes labels (strings) with other values")
-            coded[:, j] = np.unique(columns[:, j].astype(str), return_inverse=True)[1].reshape(-1)
+            coded[~gaps, j] = np.unique(present.astype(str), return_inverse=True)[1].reshape(-1)
             continue
         try:
-            coded[:, j] = columns[:, j].astype(np.float64)
+            coded[~gaps, j] = present.astype(np.float64)
         except (TypeError, ValueError):
             raise checks.ParameterError(
-                name, f"must hold numbers or labels (strings), got {type(columns[0, j]).__name__} values in "
+                name, f"must hold numbers or labels (strings), got {type(present[0]).__name__} values in "
                 f"column {j}",
             ) from None  # fmt: skip
     return coded.reshape(array.shape) if array.ndim == 1 else coded
@@ -488,26 +494,49 @@ def _as_array(name: str, data: object) -> np.ndarray:
             name, f"must have one row per sample: (n, d), or images (n, H, W) or (n, C, H, W); got shape "
             f"{array.shape}",
         )  # fmt: skip
-    bad = ~np.isfinite(array)
+    bad = np.isinf(array)
     if bad.any():
         row = int(np.argwhere(bad)[0][0])
-        raise checks.ParameterError(name, f"holds NaN or infinite values (first in row {row})")
-    return array
+        raise checks.ParameterError(name, f"holds infinite values (first in row {row}); remove or fill them")
+    return safe_scale(name, array)
+
+
+FEWEST_PAIRS = 2
+"""No MI is estimated, and no test run, from fewer pairs: every estimator says how many more it
+needs (:meth:`Estimator.minimum_pairs`); this is the floor below which even a constant side says
+nothing (one pair is constant in every column)."""
 
 
 def as_rows(
-    x: ArrayLike, y: ArrayLike, z: ArrayLike | None = None
+    x: ArrayLike, y: ArrayLike, z: ArrayLike | None = None, *, missing: str = "refuse"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """x, y (and z) as float64 arrays of shape (n, d) (1-D data become one column), checked:
-    numbers, finite, the same number of rows; labels (strings) become whole-number codes."""
-    arrays = [_as_array("x", x), _as_array("y", y), None if z is None else _as_array("z", z)]
-    for name, array in (("y", arrays[1]), ("z", arrays[2])):
-        if array is not None and len(array) != len(arrays[0]):
+    numbers, no infinity, the same number of rows, at least :data:`FEWEST_PAIRS`; labels (strings)
+    become whole-number codes; a column at an extreme scale is rescaled by a power of two
+    (:func:`mitool.estimators.values.safe_scale`). Missing values (NaN, None, pandas' NA) are
+    refused, or their rows left out with ``missing="drop"`` (:func:`rows_and_notes` gives the note)."""
+    return rows_and_notes(x, y, z, missing=missing)[0]
+
+
+def rows_and_notes(
+    x: ArrayLike, y: ArrayLike, z: ArrayLike | None = None, *, missing: str = "refuse"
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray | None], list[str]]:
+    """:func:`as_rows` and the notes on what it did (rows with missing values left out)."""
+    arrays = {"x": _as_array("x", x), "y": _as_array("y", y), "z": None if z is None else _as_array("z", z)}
+    for name in ("y", "z"):
+        array = arrays[name]
+        if array is not None and len(array) != len(arrays["x"]):
             raise checks.ParameterError(
                 name,
-                f"must have the same number of rows (samples) as x: {len(array)} against {len(arrays[0])}",
+                f"must have the same number of rows (samples) as x: {len(array)} against {len(arrays['x'])}",
             )
-    return arrays[0], arrays[1], arrays[2]
+    arrays, notes = complete_rows(arrays, missing)
+    if len(arrays["x"]) < FEWEST_PAIRS:
+        raise checks.ParameterError(
+            "x", f"has too few samples ({len(arrays['x'])}{' without a missing value' * bool(notes)}; an MI "
+            f"needs at least {FEWEST_PAIRS} pairs, and each estimator its minimum_pairs)",
+        )  # fmt: skip
+    return (arrays["x"], arrays["y"], arrays["z"]), notes
 
 
 def mean_and_stderr(values: np.ndarray) -> tuple[float, float]:

@@ -37,6 +37,7 @@ from mitool.settings import setting
 
 __all__ = [
     "PAIRS_PER_NEIGHBOUR",
+    "SMALLEST_SUBSET",
     "SubsetSettings",
     "subsample_values",
     "subset_estimate",
@@ -63,6 +64,13 @@ def subset_size(n: int, subsets: int) -> int:
     """Pairs per subset: n / subsets, at most :data:`SUBSET_MAX`."""
     return min(n // subsets, SUBSET_MAX)
 
+
+SMALLEST_SUBSET = 8
+"""Where the data are too few for two subsets of the estimator's minimum, a k-NN estimator's
+interval comes from subsets of at least this many pairs, its k scaled to each subset's share
+(:func:`subset_neighbours`): at n = 32 four subsets of 8 pairs, where the minimum of KSG (20 pairs)
+left no interval at all. The spread of the subsets' values, scaled by sqrt(size / n), then measures
+the sampling noise roughly (t with few degrees of freedom widens the interval accordingly)."""
 
 PAIRS_PER_NEIGHBOUR = 20
 """A k-NN estimator keeps its k on subsets of at least this many pairs per neighbour (see the module)."""
@@ -128,8 +136,12 @@ def subset_estimate(
     subsets, level = estimator.settings.subsets, estimator.settings.level
     parts = (x, y) if z is None else (x, y, z)
     needed = estimator.minimum_pairs(*(part.shape[1] for part in parts))
-    used = min(subsets, len(x) // max(needed, 1))
+    used, rough = min(subsets, len(x) // max(needed, 1)), ""
+    if used < 2 and neighbours:  # few pairs: subsets of SMALLEST_SUBSET pairs or more, k scaled down
+        used = min(subsets, len(x) // SMALLEST_SUBSET)
+        rough = " of {size} pairs each, k scaled down (few pairs: a rough measure)"
     size = subset_size(len(x), max(used, 1))
+    rough = rough.format(size=size)
     total = used * size + round(2 * len(x) * math.log(len(x)) / math.log(max(size, 2)))
     done = None if progress is None else (lambda subset: progress(subset * size, total, math.nan))
     neighbours = dict(neighbours or {})
@@ -141,8 +153,8 @@ def subset_estimate(
         progress(total, total, value)
     if used >= 2:
         stderr = float(values.std(ddof=1) * math.sqrt(size / len(x)))
-        interval = (f"Student-t interval from {used} disjoint subsets (sampling noise of the pairs; not the "
-                    "estimator's bias)")  # fmt: skip
+        interval = (f"Student-t interval from {used} disjoint subsets{rough} (sampling noise of the pairs; "
+                    "not the estimator's bias)")  # fmt: skip
     else:
         stderr, interval = math.nan, "none: too few pairs for two disjoint subsets"
     return Estimate.from_stderr(
