@@ -1453,7 +1453,7 @@ def _check_finite(outcome: _Outcome, prepared: Prepared) -> None:
     if not np.isfinite(values).all():
         where = "on the data" if not np.isfinite(outcome.observed) else "on some permutations"
         raise checks.ParameterError(
-            "estimator", f"{outcome.estimator} gives a statistic that is not a number {where} "
+            "estimator", f"{outcome.estimator} gives a statistic that is not a finite number {where} "
             f"({len(prepared.x)} pairs), so no p-value can be computed; use the default statistic (k-NN on "
             "ranks, which no scale or outlier can break) or look for extreme values in the data",
         )  # fmt: skip

@@ -339,3 +339,57 @@ def test_missing_values_pair_the_right_rows(tmp_path: Path) -> None:
     )
     assert refused.exit_code == 2
     assert "--missing drop" in refused.output and "Traceback" not in refused.output
+
+
+def test_row_names_are_left_out(tmp_path: Path) -> None:
+    """pandas' default to_csv of a frame indexed by names (mtcars' car names): the first column is
+    row names, once read as labels (the Gaussian estimate went to inf)."""
+    path = tmp_path / "cars.csv"
+    path.write_text(",mpg,wt\nMazda RX4,21.0,2.62\nDatsun 710,22.8,2.32\nValiant,18.1,3.46\n")
+    samples = load_samples(path, "X")
+    assert samples.columns == ("mpg", "wt")
+    np.testing.assert_array_equal(samples.values, [[21.0, 2.62], [22.8, 2.32], [18.1, 3.46]])
+    assert "read as row names" in samples.notes[0] and "'Mazda RX4'" in samples.notes[0]
+    repeated = tmp_path / "groups.csv"  # a first column of labels that repeat is data, not row names
+    repeated.write_text(",mpg\na,1.0\nb,2.0\na,3.0\n")
+    assert load_samples(repeated, "X").values[:, 0].tolist() == ["a", "b", "a"]
+
+
+def test_dates_become_days_since_the_first(tmp_path: Path) -> None:
+    """A date column was 478 labels ("Y has no class with two points or more")."""
+    path = tmp_path / "economics.csv"
+    path.write_text("date,pce\n1967-07-01,506.7\n1967-08-01,509.8\n,515.6\n1968-07-01 12:00:00,512.2\n")
+    samples = load_samples(path, "X")
+    assert samples.values[:, 0].tolist()[:2] == [0.0, 31.0] and np.isnan(samples.values[2, 0])
+    assert samples.values[3, 0] == pytest.approx(366.5)
+    assert any(
+        "column date holds dates and times, read as days since 1967-07-01" in note for note in samples.notes
+    )
+
+
+def test_columns_of_one_table_by_name(tmp_path: Path) -> None:
+    """--x and --y name columns of one table: the same estimate as the columns in files of their own."""
+    rng = np.random.default_rng(5)
+    a = rng.normal(size=300)
+    b, c = a + rng.normal(size=300), rng.normal(size=300)
+    table = tmp_path / "table.csv"
+    rows = zip(a.tolist(), b.tolist(), c.tolist(), strict=True)
+    table.write_text("a,b,c\n" + "\n".join(f"{u!r},{v!r},{w!r}" for u, v, w in rows) + "\n")
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "bc.npy", np.column_stack([b, c]))
+    by_name = CliRunner().invoke(cli, ["estimate", str(table), "--x", "a", "--y", "b,c", "--json", "--quiet"])
+    by_file = CliRunner().invoke(
+        cli, ["estimate", str(tmp_path / "a.npy"), str(tmp_path / "bc.npy"), "--json", "--quiet"]
+    )
+    assert by_name.exit_code == 0, by_name.output
+    assert json.loads(by_name.stdout)["value"] == pytest.approx(
+        json.loads(by_file.stdout)["value"], abs=1e-12
+    )
+    assert "Y: columns b, c of table.csv" in json.loads(by_name.stdout)["notes"]
+    wrong = CliRunner().invoke(cli, ["test", str(table), "--x", "a", "--y", "d"])
+    assert (
+        wrong.exit_code == 2
+        and wrong.output.strip() == "Error: --y names 'd', not a column of table.csv; its columns: a, b, c"
+    )
+    alone = CliRunner().invoke(cli, ["estimate", str(table), "--x", "a"])
+    assert alone.exit_code == 2 and "--y is needed too" in alone.output
