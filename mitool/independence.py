@@ -130,15 +130,24 @@ Z_NEIGHBOURS = 5
 """k_perm of the local permutation: the rows of Z whose X a row may take (itself included), Runge's
 default."""
 
+TEST_NEIGHBOURS = 10
+"""The test's k-NN statistics take k at most n / 10 (:attr:`mitool.estimators.Default.pairs_per_neighbour`;
+at least 3): their k = 20 from 200 pairs, fewer below, so that a table of 20 to 200 rows is tested
+(mtcars, 32 rows, was refused: Ross's k = 20 needs 42 pairs)."""
+
 TEST_DEFAULTS: dict[str, estimators.Default] = {
-    "continuous": estimators.Default("ksg", {"normalise": "rank", "k": 20}),
-    "low-dimension": estimators.Default("ksg", {"normalise": "rank", "k": 20}),
-    "surface": estimators.Default("ksg", {"normalise": "rank", "k": 20}),
+    "continuous": estimators.Default(
+        "ksg", {"normalise": "rank", "k": 20}, pairs_per_neighbour=TEST_NEIGHBOURS
+    ),
+    "low-dimension": estimators.Default(
+        "ksg", {"normalise": "rank", "k": 20}, pairs_per_neighbour=TEST_NEIGHBOURS
+    ),
+    "surface": estimators.Default("ksg", {"normalise": "rank", "k": 20}, pairs_per_neighbour=TEST_NEIGHBOURS),
     "discrete": estimators.Default("plugin"),
-    "discrete-y": estimators.Default("ross", {"k": 20}),
-    "discrete-y-high-dimension": estimators.Default("ross", {"k": 20}),
+    "discrete-y": estimators.Default("ross", {"k": 20}, pairs_per_neighbour=TEST_NEIGHBOURS),
+    "discrete-y-high-dimension": estimators.Default("ross", {"k": 20}, pairs_per_neighbour=TEST_NEIGHBOURS),
     "ties": estimators.Default("atoms"),
-    "conditional": estimators.Default("frenzel-pompe", {"k": 20}),
+    "conditional": estimators.Default("frenzel-pompe", {"k": 20}, pairs_per_neighbour=TEST_NEIGHBOURS),
 }
 """The statistic for each kind of data when no estimator is named: those of
 :data:`mitool.estimators.DEFAULTS` that train nothing, and k-NN estimators where those train a

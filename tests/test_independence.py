@@ -318,8 +318,8 @@ def test_a_discrete_x_given_a_continuous_z_is_dequantised_for_the_k_nn_statistic
 
 def test_a_discrete_z_permutes_within_its_groups() -> None:
     rng = np.random.default_rng(9)
-    z = rng.integers(0, 3, size=450)
-    x, y = z + rng.normal(size=450), z + rng.normal(size=450)  # dependent through Z only
+    z = rng.integers(0, 3, size=750)  # groups of 200 pairs or more: k = 20 within each (TEST_NEIGHBOURS)
+    x, y = z + rng.normal(size=750), z + rng.normal(size=750)  # dependent through Z only
     assert mitool.independence_test(x, y, permutations=49).pvalue == 1 / 50
     given = mitool.independence_test(x, y, z, permutations=99)
     assert given.pvalue > 0.05 and "within each group" in given.method
@@ -346,7 +346,7 @@ def test_a_constant_column_gives_p_one_with_a_note() -> None:
 
 def test_bad_input_is_one_line() -> None:
     rng = np.random.default_rng(11)
-    with pytest.raises(ParameterError, match="needs at least 22"):
+    with pytest.raises(ParameterError, match="needs at least 20"):
         mitool.independence_test(rng.normal(size=10), rng.normal(size=10))
     with pytest.raises(ParameterError, match="same number of rows"):
         mitool.independence_test(rng.normal(size=50), rng.normal(size=49))
@@ -438,7 +438,7 @@ def test_the_command_line_per_feature_names_the_columns(files: dict[str, Path]) 
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["short", "short"], "X has too few samples (10; the test with ksg needs at least 22)"),
+        (["short", "short"], "X has too few samples (10; the test with ksg needs at least 20)"),
         (["x", "y199"], "Y must have the same number of rows"),
         (["x", "y", "--estimator", "nwj"], "--permutations must be given to test with nwj"),
         (["x", "y", "--permutations", "0"], "--permutations must be a whole number"),

@@ -50,6 +50,10 @@ __all__ = [
 ]
 
 
+FEWEST_NEIGHBOURS = 3
+"""The least k of a k-NN default whose k shrinks with n (:attr:`Default.pairs_per_neighbour`): the
+k of Kraskov et al.'s and scikit-learn's estimates."""
+
 SMALL_SAMPLE = 3000
 """Below this many pairs the default's estimator takes :attr:`Default.small_sample` as well."""
 
@@ -67,14 +71,21 @@ class Default:
     settings: dict[str, object] = field(default_factory=dict)
     small_sample: dict[str, object] = field(default_factory=dict)
     large_sample: dict[str, object] = field(default_factory=dict)
+    pairs_per_neighbour: int = 0
+    """Where above 0, a k-NN estimator's ``k`` is at most n / pairs_per_neighbour (and at least
+    :data:`FEWEST_NEIGHBOURS`): a k chosen for hundreds of pairs, on a table of 32, would average over
+    most of the table."""
 
     def settings_for(self, n: int) -> dict[str, object]:
         """The settings for n pairs."""
-        return {
+        settings = {
             **self.settings,
             **(self.small_sample if n < SMALL_SAMPLE else {}),
             **(self.large_sample if n >= LARGE_SAMPLE else {}),
         }
+        if self.pairs_per_neighbour and "k" in settings:
+            settings["k"] = min(int(settings["k"]), max(FEWEST_NEIGHBOURS, n // self.pairs_per_neighbour))
+        return settings
 
     def by_size(self) -> list[tuple[str, str, dict[str, object]]]:
         """The settings that hold for some sizes only: (those sizes in words, the other sizes in
