@@ -387,6 +387,11 @@ def _atoms_unsupported(rows: dict[str, np.ndarray | None], sides: dict[str, bool
         return "the other variable is discrete, and its estimator takes the atoms as tight clusters"
     if rows[name].shape[1] > 1:
         return "the estimator for atoms takes one column against another"
+    if rows["x"].shape[1] + rows["y"].shape[1] > LOW_DIMENSION:
+        return (
+            f"the estimator for atoms is a k-NN estimate, which falls short of the MI beyond "
+            f"{LOW_DIMENSION} dimensions in all, as the default for continuous data leaves k-NN there"
+        )
     return ""
 
 
@@ -569,7 +574,27 @@ def _finished(result: Estimate, plan: _Plan, options: _Options, progress: Progre
     if options.estimator is None:
         result = bias_allowance_note(result)
     result = result.with_notes(*plan.notes)
-    return result.with_notes(*trust_notes(result))
+    return result.with_notes(*trust_notes(result), *chain_rule_notes(result, plan))
+
+
+def chain_rule_notes(result: Estimate, plan: _Plan) -> list[str]:
+    """A note where the whole interval of an estimate of I(X; Y), X and Y continuous, lies below the
+    Gaussian-copula lower bound of a single pair of columns (:func:`mitool.estimators.copula.copula_bound`):
+    I(X; Y) >= I(x_j; y_l) by the chain rule, so the estimate falls short of the MI."""
+    from mitool.estimators.copula import copula_bound
+
+    x, y, z = plan.rows
+    if z is not None or plan.sides is None or plan.sides["x"] or plan.sides["y"]:
+        return []
+    bound, j, l = copula_bound(x, y)
+    if not result.ci_high < bound:
+        return []
+    return [
+        f"below a lower bound of the MI: column {j} of X and column {l} of Y alone have a Gaussian-copula MI "
+        f"of at least {bound:.4f} nats (95% confidence; their rank normal scores' correlation), and I(X; Y) "
+        "is at least the MI of any of its columns (the chain rule), so this estimate falls short; try "
+        "another estimator, or those columns alone"
+    ]
 
 
 def beyond_the_ceiling(capped: Estimate, uncapped: Estimate) -> Estimate:

@@ -164,3 +164,19 @@ def test_the_result_reads_as_a_sentence_a_number_and_a_short_repr() -> None:
     assert f"{result:.3f}" == f"{result.value:.3f}" and format(result, ".1e") == format(result.value, ".1e")
     assert repr(result) == (f"Estimate(value={result.value:.4g}, ci=[{result.ci_low:.4g}, "
                             f"{result.ci_high:.4g}], estimator='ksg', n_pairs=1000)")  # fmt: skip
+
+
+def test_atoms_beside_many_dimensions_are_dequantised() -> None:
+    """Boston's 13 features against medv, censored at 50: the estimator for atoms (k-NN in 14
+    dimensions) gave 0.507, below lstat alone (0.677). Beyond LOW_DIMENSION dimensions in all the
+    point mass is dequantised, with a note, and the default for continuous data takes the pairs; in
+    1 + 1 dimensions the atoms stay atoms."""
+    from mitool.estimation import prepare
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(400, 4))
+    y = np.minimum(x[:, 0] + rng.normal(size=400), 1.0)  # censored: a point mass at 1
+    wide = prepare(x, y)
+    assert wide.estimator.name != "atoms"
+    assert any("falls short of the MI beyond 3 dimensions" in note for note in wide.notes)
+    assert prepare(x[:, 0], y).estimator.name == "atoms"
