@@ -67,6 +67,7 @@ from mitool.estimators.base import (
     Progress,
     holds_labels,
     image_note,
+    interval_text,
     one_by_one,
     rows_and_notes,
 )
@@ -494,8 +495,23 @@ def estimate(
         return plan.done
     if plan.chosen is None:
         result = _within_groups(*plan.rows, estimator, plan.sides, ties, seed, settings, plan.notes)
-        return result.with_notes(*trust_notes(result))
-    return _finished(plan.chosen.estimate(*plan.rows, seed=seed, progress=progress), plan, options, progress)
+        return at_least_zero(result.with_notes(*trust_notes(result)))
+    result = plan.chosen.estimate(*plan.rows, seed=seed, progress=progress)
+    return at_least_zero(_finished(result, plan, options, progress))
+
+
+def at_least_zero(result: Estimate) -> Estimate:
+    """The result as reported: an MI is never negative, so a value below 0 (an estimator's bias
+    where the MI is small) is reported as 0, and each end of the interval as at least 0, as
+    scikit-learn's estimates are clipped; the raw numbers stay in ``details`` (``raw_value``,
+    ``raw_interval``) and the notes say so (:func:`trust_notes`)."""
+    if not result.value < 0:
+        return result
+    raw = {"raw_value": result.value, "raw_interval": [result.ci_low, result.ci_high]}
+    return replace(
+        result, value=0.0, ci_low=max(result.ci_low, 0.0), ci_high=max(result.ci_high, 0.0),
+        details={**result.details, **raw},
+    )  # fmt: skip
 
 
 BIAS_ALLOWANCE = 0.3
@@ -674,16 +690,18 @@ def trust_notes(result: Estimate) -> list[str]:
     of zero width that is not an exact answer, or an interval so wide (:data:`WIDE_INTERVAL`) that
     the estimate says little."""
     notes = []
+    raw = f"{result.estimator} gave {result.value:.4f} {interval_text(result.ci_low, result.ci_high)}"
     if result.value < 0 and result.ci_high < 0:
         notes.append(
-            f"below 0 with its whole interval: MI is never negative, so {result.estimator}'s bias dominates "
-            "here and the value cannot be trusted (read it as no evidence of dependence; check the notes "
-            "above "
-            "for ties or discrete variables, or try another estimator)"
+            f"below 0 with its whole interval ({raw}): MI is never negative, so the estimator's bias "
+            "dominates here and the value cannot be trusted; it is reported as 0 (details['raw_value']); "
+            "check the notes above for ties or discrete variables, or try another estimator; whether X and "
+            "Y depend is a test's question (mitool test)"
         )
     elif result.value < 0:
-        notes.append("below 0 but within its interval of 0: MI is never negative, so read it as 0, no "
-                     "evidence of dependence")  # fmt: skip
+        notes.append(f"below 0 but within its interval of 0 ({raw}): MI is never negative, so it is "
+                     "reported as 0 (details['raw_value']); whether X and Y depend is a test's question "
+                     "(mitool test)")  # fmt: skip
     if math.isfinite(result.ci_level) and result.ci_high - result.ci_low <= 1e-9 * max(
         1.0, abs(result.value)
     ):

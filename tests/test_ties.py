@@ -144,9 +144,11 @@ def plain_estimate(value: float, low: float, high: float) -> Estimate:
 def test_numbers_that_cannot_be_trusted_say_so() -> None:
     assert trust_notes(plain_estimate(0.3, 0.2, 0.4)) == []
     (negative,) = trust_notes(plain_estimate(-0.2, -0.29, -0.1))
-    assert negative.startswith("below 0 with its whole interval: MI is never negative")
+    assert negative.startswith(
+        "below 0 with its whole interval (test gave -0.2000 [-0.290, -0.100]): MI is never"
+    )
     (near_zero,) = trust_notes(plain_estimate(-0.01, -0.05, 0.03))
-    assert "read it as 0" in near_zero
+    assert "reported as 0" in near_zero and "-0.0100 [-0.050, 0.030]" in near_zero
     (flat,) = trust_notes(plain_estimate(6.9078, 6.9078, 6.9078))
     assert flat.startswith("the interval has no width")
     (wide,) = trust_notes(plain_estimate(1.36, -4.67, 7.38))  # a default's estimate once, truth 10 nats
