@@ -320,10 +320,35 @@ def _plan(x: ArrayLike, y: ArrayLike, z: ArrayLike | None, options: _Options) ->
                          "but k-NN estimators resolve such spikes badly; the estimator for atoms is "
                          "atoms)")  # fmt: skip
             case = case_of(sides, rows["x"], rows["y"], False, atoms, images)
-    default = (options.defaults or estimators.DEFAULTS)[case].name
+    route = case if options.estimator is not None else _case_for_the_pairs(case, rows, options, notes)
+    default = (options.defaults or estimators.DEFAULTS)[route].name
     notes.append(f"{estimators.CASES[case]}: estimator {options.estimator or default}")
-    chosen = _chosen(options.estimator, case, options.settings, notes, options.defaults, len(rows["x"]))
-    return _Plan((rows["x"], rows["y"], rows["z"]), notes, chosen, sides=sides, case=case)
+    chosen = _chosen(options.estimator, route, options.settings, notes, options.defaults, len(rows["x"]))
+    return _Plan((rows["x"], rows["y"], rows["z"]), notes, chosen, sides=sides, case=route)
+
+
+FEW_PAIRS_CASE = "low-dimension"
+"""Where the default for continuous data (a trained critic) needs more pairs than a table has, the
+default takes the estimator of this case (KSG's estimator II on rank scores, k by Lepski's rule),
+which trains nothing and needs 20 pairs: a small table is estimated, with a note, not refused."""
+
+
+def _case_for_the_pairs(
+    case: str, rows: dict[str, np.ndarray | None], options: _Options, notes: list[str]
+) -> str:
+    """The case whose default estimator takes these many pairs: ``case``, or :data:`FEW_PAIRS_CASE`
+    where the default of ``case`` trains a network and needs more pairs than there are."""
+    defaults = options.defaults or estimators.DEFAULTS
+    n, dims = len(rows["x"]), [part.shape[1] for part in rows.values() if part is not None]
+    default = defaults[case]
+    if case not in ("continuous", "surface") or FEW_PAIRS_CASE not in defaults:
+        return case
+    needed = estimators.get(default.name, **default.settings_for(n)).minimum_pairs(*dims)
+    if n >= needed:
+        return case
+    notes.append(f"{n} pairs are too few for the default's {default.name} (at least {needed}): "
+                 f"{defaults[FEW_PAIRS_CASE].name} instead, which trains nothing")  # fmt: skip
+    return FEW_PAIRS_CASE
 
 
 @dataclass(frozen=True)

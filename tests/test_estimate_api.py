@@ -355,3 +355,19 @@ def test_every_bound_has_a_neural_estimator_importable_by_its_name() -> None:
     again = pickle.loads(pickle.dumps(eqco))
     assert type(again) is neural.EqCo and again.settings == eqco.settings
     assert again.train_options == {"alpha": 64.0}
+
+
+def test_a_small_table_of_many_columns_is_estimated_not_refused() -> None:
+    """100 pairs of 4 + 2 dimensions: the default's trained critic needs 188 pairs and refused the
+    table; the default takes KSG instead, with a note, and gives a finite interval that holds the
+    truth (2 x log(2) / 2 = 0.693 nats)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(100, 4))
+    y = x[:, :2] + rng.normal(size=(100, 2))
+    result = estimate(x, y)
+    assert result.estimator == "ksg" and np.isfinite([result.ci_low, result.ci_high]).all()
+    assert any(
+        "100 pairs are too few for the default's infonce (at least 188)" in note for note in result.notes
+    )
+    assert any(note.startswith("X and Y continuous: estimator ksg") for note in result.notes)
+    assert result.ci_low < 0.693 < result.ci_high
