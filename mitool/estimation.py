@@ -320,11 +320,31 @@ def _plan(x: ArrayLike, y: ArrayLike, z: ArrayLike | None, options: _Options) ->
                          "but k-NN estimators resolve such spikes badly; the estimator for atoms is "
                          "atoms)")  # fmt: skip
             case = case_of(sides, rows["x"], rows["y"], False, atoms, images)
+    _refuse_too_wide(rows)
     route = case if options.estimator is not None else _case_for_the_pairs(case, rows, options, notes)
     default = (options.defaults or estimators.DEFAULTS)[route].name
     notes.append(f"{estimators.CASES[case]}: estimator {options.estimator or default}")
     chosen = _chosen(options.estimator, route, options.settings, notes, options.defaults, len(rows["x"]))
     return _Plan((rows["x"], rows["y"], rows["z"]), notes, chosen, sides=sides, case=route)
+
+
+MATRIX_COPIES = 8
+"""The (d x d) matrices of all the columns that an estimate holds at once, at most (covariances, their
+square roots and inverses, eigenvectors: the Gaussian base and the flows' whitening); the memory it
+needs is taken as 8 bytes times this many times d^2, with the data's own copies."""
+
+
+def _refuse_too_wide(rows: dict[str, np.ndarray | None]) -> None:
+    """A one-line refusal, before any work, of columns so many that their (d x d) matrices exceed
+    the free memory (10 000 columns a side: about 8 GiB; it once ran past 280 s and 4.2 GB unasked)."""
+    from mitool.runtime import refuse_beyond_memory
+
+    dims = sum(part.shape[1] for part in rows.values() if part is not None)
+    needed = 8.0 * (MATRIX_COPIES * dims**2 + 4 * len(rows["x"]) * dims)
+    refuse_beyond_memory(
+        "x", needed, f"an estimate on {dims} columns in all ({len(rows['x'])} rows)",
+        "reduce the columns first (principal components, a feature selection, an encoder)",
+    )  # fmt: skip
 
 
 FEW_PAIRS_CASE = "low-dimension"

@@ -20,7 +20,13 @@ from mitool.lazy import lazy_import
 
 torch = lazy_import("torch")  # loaded when the threads are set, not when a command's help is read
 
-__all__ = ["chosen_threads", "free_cores", "set_threads_to_free_cores"]
+__all__ = [
+    "available_memory",
+    "chosen_threads",
+    "free_cores",
+    "refuse_beyond_memory",
+    "set_threads_to_free_cores",
+]
 
 _chosen: int | None = None
 
@@ -93,3 +99,32 @@ def set_threads_to_free_cores(maximum: int | None = None) -> int:
     global _chosen
     _chosen = threads
     return threads
+
+
+def available_memory() -> int | None:
+    """The bytes of memory the machine can give now without swapping (Linux's MemAvailable), or
+    None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as stream:
+            for line in stream:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def refuse_beyond_memory(parameter: str, needed: float, what: str, remedy: str) -> None:
+    """A one-line ParameterError naming ``parameter`` where ``what`` needs about ``needed`` bytes,
+    more than :func:`available_memory`: refused before the work starts, not killed in the middle."""
+    from mitool.checks import ParameterError
+
+    free = available_memory()
+    if free is not None and needed > free:
+        raise ParameterError(
+            parameter, f"{what} needs about {needed / 2**30:.1f} GiB of memory, more than the "
+            f"{free / 2**30:.1f} GiB free; {remedy}",
+        )  # fmt: skip
