@@ -41,8 +41,10 @@ import copy
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -260,7 +262,8 @@ def one_run(arguments: argparse.Namespace) -> dict[str, Any]:
 def _child(
     arguments: argparse.Namespace, library: str, method: str, seed: int, threads: int | None
 ) -> subprocess.Popen:
-    command = [sys.executable, os.path.abspath(__file__), *sys.argv[1:], "--one", library, method, str(seed)]
+    command = [sys.executable, os.path.abspath(__file__), *sys.argv[1:], "--scratch", arguments.scratch,
+               "--one", library, method, str(seed)]  # fmt: skip
     environment = dict(os.environ)
     if threads is not None:
         environment["MITOOL_THREADS"] = str(threads)
@@ -292,14 +295,36 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--sequential", action="store_true", help="one run at a time (default: pairs side by side)"
     )
-    parser.add_argument("--scratch", default="/tmp/mitool-lightly", help="run directories")
+    parser.add_argument(
+        "--scratch",
+        default=None,
+        help="run directories [a new private folder in the temporary folder, removed at the end]",
+    )
     parser.add_argument("--json", default=None, help="write the table here")
     parser.add_argument("--one", nargs=3, metavar=("LIBRARY", "METHOD", "SEED"), help=argparse.SUPPRESS)
     return parser
 
 
+def scratch_folder(arguments: argparse.Namespace) -> bool:
+    """Give ``arguments.scratch`` a new private folder (tempfile.mkdtemp: mode 0700, a name no other
+    process has) unless one was named; True when it was made here (to remove at the end)."""
+    if arguments.scratch is not None:
+        return False
+    arguments.scratch = tempfile.mkdtemp(prefix="mitool-lightly-")
+    return True
+
+
 def main() -> int:
     arguments = _parser().parse_args()
+    made = scratch_folder(arguments)
+    try:
+        return _main(arguments)
+    finally:
+        if made:
+            shutil.rmtree(arguments.scratch, ignore_errors=True)
+
+
+def _main(arguments: argparse.Namespace) -> int:
     if arguments.one:
         arguments.one_library, arguments.one_method, arguments.one_seed = (
             arguments.one[0],

@@ -17,7 +17,7 @@ __all__ = ["matrix_command"]
 @click.command("matrix", cls=FriendlyCommand)
 @click.argument("data", metavar="DATA", type=click.Path(dir_okay=False))
 @click.option(
-    "--given", "z", type=click.Path(dir_okay=False), default=None,
+    "--given", "given", type=click.Path(dir_okay=False), default=None,
     help="Z, a file of one row per sample: test each pair given Z (each pair its own permutations).",
 )  # fmt: skip
 @click.option(
@@ -52,11 +52,13 @@ __all__ = ["matrix_command"]
 )  # fmt: skip
 @click.option(
     "--scheduler", default=None, metavar="ADDRESS",
-    help="A Dask scheduler (tcp://host:8786): the blocks run on its cluster (needs mitool[distributed]).",
+    help="A Dask scheduler (tcp://host:8786, or tls://host:8786 with Dask's TLS settings): the blocks run "
+    "on its cluster (needs mitool[distributed]). tcp:// is plain text and unauthenticated: see "
+    "docs/independence.md.",
 )  # fmt: skip
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def matrix_command(
-    data: str, z: str | None, estimator: str | None, permutations: int | None, null: str, tail: str,
+    data: str, given: str | None, estimator: str | None, permutations: int | None, null: str, tail: str,
     seed: int, out: str | None, workers: int | None, scheduler: str | None, quiet: bool,
 ) -> None:  # fmt: skip
     """The MI of every pair of columns of DATA, with permutation p-values and Benjamini-Hochberg
@@ -65,12 +67,14 @@ def matrix_command(
     DATA is a .csv (a header names the columns), .npy or .npz file, one row per sample. Writes
     OUT/matrix.csv (one row per pair: column_a, column_b, mi, ci_low, ci_high, pvalue, qvalue) and
     OUT/matrix.png (the heatmap, clustered by MI). Finished blocks of pairs are kept in OUT: stopped
-    (Ctrl-C, SIGTERM), the same command goes on from them. Bad input is one line and exit code 2.
+    (Ctrl-C, SIGTERM), the same command goes on from them. Bad input is one line and exit code 2;
+    a lost worker, Dask scheduler or Dask workers, one line with the command that resumes, exit 1.
     """
     from mitool.checks import ParameterError
-    from mitool.cli.common import log_line, resumable_run
+    from mitool.cli.common import command_line, log_line, resumable_run
     from mitool.cli.io import load_samples
     from mitool.matrix import mi_matrix
+    from mitool.processes import WorkersLost
     from mitool.progress import Progress
 
     if permutations is not None and permutations < 1:
@@ -78,7 +82,7 @@ def matrix_command(
     if workers is not None and workers < 1:
         raise ParameterError("workers", f"must be a whole number >= 1, got {workers}")
     samples = load_samples(data, "DATA")
-    given = None if z is None else load_samples(z, "Z").values
+    z = None if given is None else load_samples(given, "Z").values
     folder = Path(out) if out is not None else Path(f"{Path(data).stem}-matrix")
     client = _client(scheduler) if scheduler is not None else None
     bars: list[Progress] = []
@@ -92,13 +96,18 @@ def matrix_command(
     try:
         with resumable_run("matrix", lambda: note, bars):
             result = mi_matrix(
-                samples.values, given=given, estimator=estimator, permutations=permutations, seed=seed,
+                samples.values, given=z, estimator=estimator, permutations=permutations, seed=seed,
                 workers=workers, client=client, out=folder, progress=progress, columns=samples.columns,
                 null=null, tail=tail,
             )  # fmt: skip
+    except WorkersLost as lost:
+        raise click.ClickException(
+            f"matrix stopped: {lost}; finished blocks are saved in {folder}; resume with the same command: "
+            f"{command_line()}"
+        ) from None
     finally:
         if client is not None:
-            client.close()
+            _close(client)
     csv_path, figure_path = result.to_csv(folder / "matrix.csv"), result.figure(folder / "matrix.png")
     click.echo(str(result))
     click.echo(f"How: {result.method}")
@@ -111,8 +120,11 @@ def matrix_command(
 
 
 def _client(address: str):
-    """A Dask client of the scheduler at ``address``; one line when Dask is missing or the scheduler
-    does not answer."""
+    """A Dask client of the scheduler at ``address``, with Dask's own security settings (TLS
+    certificates from its configuration); one line when Dask is missing, when ``tls://`` comes
+    without those settings, or when the scheduler does not answer."""
+    import logging
+
     from mitool.checks import ParameterError
 
     try:
@@ -121,8 +133,28 @@ def _client(address: str):
         raise ParameterError(
             "scheduler", "needs Dask's distributed scheduler: pip install 'mitool[distributed]'"
         ) from None
+    for name in ["distributed", *logging.root.manager.loggerDict]:  # a loss is the command's one line
+        if name.split(".")[0] == "distributed":
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         return Client(address, timeout=10)
+    except TypeError:  # distributed's words for tls:// with no TLS settings
+        if not address.startswith("tls://"):
+            raise
+        raise ParameterError(
+            "scheduler",
+            f"{address!r} needs Dask's TLS settings: the CA file and this client's certificate and key "
+            "(DASK_DISTRIBUTED__COMM__TLS__CA_FILE, DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT and "
+            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY, or Dask's configuration file: docs/independence.md)",
+        ) from None
     except (OSError, TimeoutError, ValueError) as error:
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise ParameterError("scheduler", f"cannot reach a Dask scheduler at {address!r}: {first}") from None
+
+
+def _close(client) -> None:
+    """Close the Dask client, quietly when its scheduler is gone already."""
+    import contextlib
+
+    with contextlib.suppress(Exception):
+        client.close(timeout=10)

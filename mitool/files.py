@@ -3,8 +3,9 @@
 Every file is written to a temporary file in the same folder, flushed and fsync'ed, then moved
 into place with ``os.replace`` (atomic on POSIX) and the folder fsync'ed: a reader, a resumed run
 or a crash sees the old complete file or the new complete file, never half of one. On any error,
-Ctrl-C included, the temporary file is removed and the old file is left as it was. Files are
-created with mode 0644 (readable by others: results are meant to be shared).
+Ctrl-C included, the temporary file is removed and the old file is left as it was. Files get the
+mode that ``open()`` would give them: 0666 less the process's umask (and a folder's default ACL),
+so a umask of 077 keeps results private and one of 022 shares them.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import io
 import json
 import os
 import re
+import secrets
 import shutil
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
@@ -76,10 +77,7 @@ def atomic_writer(path: str | os.PathLike, mode: str = "wb", keep_previous: bool
     file it replaces stays on disk as :func:`previous_path` (a hard link, or a copy)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(
-        prefix=f".{path.name}.{os.getpid()}.", suffix=TEMPORARY_SUFFIX, dir=path.parent
-    )
-    os.fchmod(handle, 0o644)  # mkstemp makes 0600
+    handle, temporary = _temporary_file(path)
     staging = temporary + ".prev"
     try:
         with os.fdopen(handle, mode) as stream:
@@ -101,6 +99,20 @@ def atomic_writer(path: str | os.PathLike, mode: str = "wb", keep_previous: bool
             raise naming_the_file(error, path) from error
         raise
     _fsync_folder(path.parent)
+
+
+def _temporary_file(path: Path) -> tuple[int, str]:
+    """A new file beside ``path``, named ``.<name>.<pid>.<random>.mitool-tmp``, opened for writing
+    with mode 0666 less the umask (``tempfile.mkstemp`` makes 0600 whatever the umask)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        temporary = os.fspath(
+            path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TEMPORARY_SUFFIX}"
+        )
+        try:
+            return os.open(temporary, flags, 0o666), temporary
+        except FileExistsError:  # pragma: no cover - 2**32 names
+            continue
 
 
 def naming_the_file(error: OSError, path: str | os.PathLike) -> OSError:

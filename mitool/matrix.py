@@ -512,11 +512,15 @@ def _null_task(data: Columns, given: np.ndarray | None, job: _Job, block: int, c
 _WORKER_DATA: tuple[Columns, np.ndarray | None] | None = None
 
 
-def _set_worker_data(data: Columns, given: np.ndarray | None) -> None:
-    """A worker process's initializer: the data, once; one thread for everything."""
+def _set_worker_data(data: Columns, given: np.ndarray | None, owner: int) -> None:
+    """A worker process's initializer: killed with its parent (:func:`mitool.processes.die_with_parent`;
+    ``owner`` the PID that made the pool); the data, once; one thread for everything."""
     import os
     import signal
 
+    from mitool.processes import die_with_parent
+
+    die_with_parent(owner)
     global _WORKER_DATA
     _WORKER_DATA = (data, given)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it ends the workers
@@ -550,10 +554,17 @@ def _run_processes(tasks: list[Task], data: Columns, given: np.ndarray | None,
     """The blocks in ``workers`` processes; an interrupt cancels what has not started. The workers
     are forked where the parent runs no other thread (they inherit the data and mitool's imports,
     and a script without a ``__main__`` guard works); otherwise they start from a fork server (or
-    fresh, where there is none), which re-imports the main module as multiprocessing does."""
+    fresh, where there is none), which re-imports the main module as multiprocessing does. Either
+    way a worker dies with this process (:func:`_set_worker_data`). A worker that dies under the
+    run (killed, or by the out-of-memory killer) stops it with
+    :class:`mitool.processes.WorkersLost`; the finished blocks are already saved."""
     import multiprocessing
+    import os
     import threading
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    from mitool.processes import WorkersLost
 
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
@@ -562,39 +573,93 @@ def _run_processes(tasks: list[Task], data: Columns, given: np.ndarray | None,
         method = "forkserver" if "forkserver" in methods else "spawn"
     context = multiprocessing.get_context(method)
     executor = ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=_set_worker_data, initargs=(data, given)
-    )
-    finished_all = False
+        max_workers=workers, mp_context=context, initializer=_set_worker_data,
+        initargs=(data, given, os.getpid()),
+    )  # fmt: skip
+    finished_all, broken, started = False, False, {}
     try:
-        running = {
-            executor.submit(_in_worker, function, *arguments): key for key, function, arguments in tasks
-        }
+        running = {}
+        for key, function, arguments in tasks:
+            running[executor.submit(_in_worker, function, *arguments)] = key
+            started.update(getattr(executor, "_processes", None) or {})
         while running:
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 done(running.pop(future), future.result())
         finished_all = True
+    except BrokenProcessPool:
+        broken = True
     finally:
         if not finished_all:  # stopped: the blocks under way are lost, their workers ended now
             for process in list((getattr(executor, "_processes", None) or {}).values()):
                 process.terminate()
         executor.shutdown(wait=True, cancel_futures=True)
+    if broken:  # the workers joined: their exit codes are known
+        raise WorkersLost(_how_a_worker_ended(started.values()))
+
+
+def _how_a_worker_ended(processes: Any) -> str:
+    """What ended the pool's workers, from their exit codes, in words: the first that did not end
+    by SIGTERM (what the pool sends the others once one is lost), else SIGTERM."""
+    import signal
+
+    codes = [process.exitcode for process in processes if process.exitcode not in (None, 0)]
+    codes.sort(key=lambda code: code == -signal.SIGTERM)
+    if not codes:
+        return "a worker process ended abruptly"
+    if codes[0] == -signal.SIGKILL:
+        return "a worker process was killed (SIGKILL: by hand, or by the out-of-memory killer)"
+    if codes[0] < 0:
+        name = signal.Signals(-codes[0]).name if -codes[0] in signal.valid_signals() else -codes[0]
+        return f"a worker process was killed by signal {name}"
+    return f"a worker process exited with code {codes[0]}"
 
 
 def _run_dask(tasks: list[Task], data: Columns, given: np.ndarray | None,
               done: Callable[[str, Any], None], client: Any) -> None:  # fmt: skip
-    """The blocks on a Dask cluster: the data scattered once, one task per block."""
-    from distributed import as_completed
+    """The blocks on a Dask cluster: the data scattered once, one task per block. A lost scheduler
+    or lost workers (the blocks under way cancelled, the scattered data gone with the workers that
+    held it, a block whose workers died each time it ran) stop the run with
+    :class:`mitool.processes.WorkersLost`; the finished blocks are already saved."""
+    from concurrent.futures import CancelledError
 
-    data_future = client.scatter(data, broadcast=True, hash=False)
-    given_future = None if given is None else client.scatter(given, broadcast=True, hash=False)
-    futures = {client.submit(function, data_future, given_future, *arguments, pure=False): key
-               for key, function, arguments in tasks}  # fmt: skip
+    from distributed import KilledWorker, as_completed
+
+    from mitool.processes import WorkersLost
+
+    lost = (CancelledError, KilledWorker, OSError, TimeoutError)  # CommClosedError is an OSError
+    futures: dict[Any, str] = {}
     try:
+        try:
+            data_future = client.scatter(data, broadcast=True, hash=False)
+            given_future = None if given is None else client.scatter(given, broadcast=True, hash=False)
+            for key, function, arguments in tasks:
+                futures[client.submit(function, data_future, given_future, *arguments, pure=False)] = key
+        except lost as error:
+            raise WorkersLost(_dask_loss(error, client)) from None
         for future in as_completed(list(futures)):
-            done(futures[future], future.result())
+            try:
+                result = future.result()
+            except lost as error:
+                raise WorkersLost(_dask_loss(error, client)) from None
+            done(futures[future], result)
     finally:
-        client.cancel([future for future in futures if not future.done()])
+        with contextlib.suppress(*lost):
+            client.cancel([future for future in futures if not future.done()])
+
+
+def _dask_loss(error: BaseException, client: Any) -> str:
+    """What a Dask error raised while the blocks ran says was lost, in words."""
+    from distributed import KilledWorker
+
+    address = getattr(getattr(client, "scheduler", None), "address", None) or "its address"
+    if isinstance(error, KilledWorker):
+        times = error.allowed_failures + 1
+        return f"Dask workers died running a block, {times} times (killed, or out of memory: see their logs)"
+    reason = getattr(error, "reason", None)
+    if reason is None or reason == "scheduler-connection-lost":
+        return f"the connection to the Dask scheduler at {address} was lost"
+    return f"the Dask cluster lost its workers, and with them the data and the blocks under way ({reason})"
 
 
 # --- the folder -------------------------------------------------------------------------------------
@@ -625,18 +690,26 @@ def _save(path: Path, result: Any) -> None:
             np.save(stream, np.asarray(result))
 
 
-def _load(path: Path) -> Any:
-    """A finished block, or None when it is not there (or unreadable: computed again)."""
+def _load(path: Path, rows: int) -> Any:
+    """A finished block of ``rows`` pairs or permutations, or None when it is not there, or not
+    whole (a file cut short or emptied by a crash of the disk or its machine, damaged, of another
+    length): then it is computed again, and written anew. Whatever a damaged file makes numpy,
+    zipfile or json raise (OSError, ValueError, EOFError, BadZipFile, NotImplementedError for an
+    unknown compression, a tokenizer error in the header, ...) means the same."""
     if not path.is_file():
         return None
     try:
         if path.suffix == ".npy":
-            return np.load(path, allow_pickle=False)
+            result = np.load(path, allow_pickle=False)
+            return result if result.ndim >= 1 and len(result) == rows else None
         with np.load(path, allow_pickle=False) as stored:
             result = {name: stored[name] for name in stored.files if name != "notes"}
             result["notes"] = json.loads(str(stored["notes"]))
-            return result
-    except (OSError, ValueError, KeyError, json.JSONDecodeError):
+        whole = isinstance(result["notes"], list) and all(
+            value.ndim == 1 and len(value) == rows for name, value in result.items() if name != "notes"
+        )
+        return result if whole else None
+    except Exception:  # any failure to read it means that it is not a finished block
         return None
 
 
@@ -661,8 +734,8 @@ def _folder(out: str | Path | None, config: dict[str, Any]) -> Iterator[Path | N
 
 
 def _columns_of(data: Any, columns: Sequence[str] | None) -> tuple[list[np.ndarray], tuple[str, ...]]:
-    """The table's columns, each float64 numbers (finite) or an object array of labels, and their
-    names."""
+    """The table's columns, each float64 numbers (NaN where missing) or an object array of labels
+    (None where missing), and their names."""
     from mitool.estimators.base import holds_labels
     from mitool.independence import _column_names
 
@@ -679,12 +752,10 @@ def _columns_of(data: Any, columns: Sequence[str] | None) -> tuple[list[np.ndarr
             raise checks.ParameterError(
                 "data", f"column {name} must hold numbers or labels (strings), got {np.asarray(part).dtype}"
             ) from None
-        if not np.isfinite(column).all():
-            row = int(np.argmin(np.isfinite(column)))
-            raise checks.ParameterError(
-                "data", f"holds NaN or infinite values (first in column {name}, row {row})"
-            )
-        table.append(column)
+        if np.isinf(column).any():
+            row = int(np.argmax(np.isinf(column)))
+            raise checks.ParameterError("data", f"holds infinite values (first in column {name}, row {row})")
+        table.append(column)  # NaN: a missing value, left out of each pair it is in
     if len(table) < 2:
         raise checks.ParameterError("data", f"needs at least two columns, got {len(table)}")
     if len(set(names)) != len(names):
@@ -694,10 +765,24 @@ def _columns_of(data: Any, columns: Sequence[str] | None) -> tuple[list[np.ndarr
 
 
 def _given_rows(given: Any, n: int) -> np.ndarray:
-    """Z as an array of n rows (checked as :func:`mitool.estimate` checks it; labels kept)."""
+    """Z as an array of n rows (checked as :func:`mitool.estimate` checks it; labels kept); its
+    errors name ``given``."""
     from mitool.estimators.base import as_rows
 
-    as_rows(np.zeros(n), given, None)
+    try:
+        rows = len(given)
+    except TypeError:
+        rows = None
+    if rows is not None and rows != n:
+        raise checks.ParameterError(
+            "given", f"must have one row per row of {{=data}}: {rows} rows against {n}", listed=("data",)
+        )
+    try:
+        as_rows(np.zeros(n), given, None)
+    except checks.ParameterError as error:
+        if error.parameter != "y":
+            raise
+        raise checks.ParameterError("given", error.template, error.listed) from None
     if hasattr(given, "to_numpy"):
         given = given.to_numpy()
     if hasattr(given, "detach"):
@@ -707,8 +792,8 @@ def _given_rows(given: Any, n: int) -> np.ndarray:
 
 def _rank_column(column: np.ndarray) -> bool:
     """Whether the shared null may serve the column: numbers without ties (so not constant, not
-    discrete, nothing to dequantise)."""
-    return column.dtype != object and len(np.unique(column)) == len(column)
+    discrete, nothing to dequantise) and without missing values (a pair with them has its own rows)."""
+    return column.dtype != object and not np.isnan(column).any() and len(np.unique(column)) == len(column)
 
 
 def _fast_job(table: Columns, candidates: np.ndarray, estimator: str | None, permutations: int, seed: int,
@@ -857,7 +942,7 @@ def mi_matrix(
 
         if folder is not None:
             for key, _, _ in tasks:
-                stored = _load(path_of(key))
+                stored = _load(path_of(key), units[key])
                 if stored is not None:
                     results[key] = stored
             reused = len(results)

@@ -139,6 +139,134 @@ def test_run_processes_end_when_their_launcher_is_killed_with_sigkill(tmp_path) 
     assert _state(child) in (None, "Z")
 
 
+def _dead_pid() -> int:
+    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)  # fmt: skip
+
+
+def test_a_pool_worker_whose_owner_died_before_it_asked_ends_at_once() -> None:
+    """die_with_parent (a pool worker's first step): the parent-death signal covers only a parent
+    that ends after the request, so a worker whose owner is gone already ends there."""
+    code = (
+        "import sys; from mitool.processes import die_with_parent as die; die(int(sys.argv[1])); print('on')"
+    )
+    worker = subprocess.run([sys.executable, "-c", code, str(_dead_pid())], capture_output=True, text=True)
+    assert worker.returncode == -signal.SIGKILL and worker.stdout == ""
+
+
+def test_a_pool_worker_that_is_not_its_owners_child_ends_with_the_owner() -> None:
+    """A worker started by a fork server is the fork server's child, and the fork server outlives
+    the owner while a worker holds its pipe: the worker watches the owner itself."""
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    code = ("import sys, time; from mitool.processes import die_with_parent as die; die(int(sys.argv[1]))\n"
+            "print('on', flush=True); time.sleep(120)")  # fmt: skip
+    worker = subprocess.Popen([sys.executable, "-c", code, str(owner.pid)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout.readline().strip() == "on"
+        assert _state(worker.pid) not in (None, "Z")
+        owner.kill()
+        owner.wait()
+        assert worker.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        for process in (owner, worker):
+            process.kill()
+            process.wait()
+
+
+def test_a_forked_child_does_not_keep_the_lock_of_its_dead_owner(tmp_path) -> None:
+    """A process forked while the lock is held (a local pool's worker) and left running after its
+    owner's SIGKILL does not hold the folder's lock: the next run takes it over."""
+    out = tmp_path / "out"
+    code = ("import os, sys, time; from pathlib import Path; from mitool.locks import hold_folder\n"
+            "with hold_folder(Path(sys.argv[1])):\n"
+            "    child = os.fork()\n"
+            "    if child == 0:\n        time.sleep(120); os._exit(0)\n"
+            "    print(child, flush=True); time.sleep(120)")  # fmt: skip
+    owner = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE, text=True)
+    child = int(owner.stdout.readline())
+    try:
+        owner.kill()
+        owner.wait()
+        assert _state(child) not in (None, "Z")  # alive, adopted
+        notes: list[str] = []
+        with hold_folder(out, note=notes.append):
+            assert json.loads(lock_path(out).read_text())["pid"] == os.getpid()
+        assert f"took over the lock of {out} left by process {owner.pid}" in notes[0]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_a_lock_still_held_by_what_a_dead_owner_left_names_those_processes(tmp_path, monkeypatch) -> None:
+    """Processes that hold the flock of an owner that is gone (forked by other code) are waited for
+    a moment, then named, rather than the dead owner said to be writing."""
+    import socket
+
+    from mitool import locks
+
+    monkeypatch.setattr(locks, "ORPHANS_WAIT", 0.5)
+    out, dead = tmp_path / "out", _dead_pid()
+    out.mkdir()
+    record = {"pid": dead, "host": socket.gethostname(), "started": time.time(), "command": "mitool matrix"}
+    code = ("import fcntl, json, os, sys, time\n"
+            "handle = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(handle, fcntl.LOCK_EX); os.write(handle, sys.argv[2].encode())\n"
+            "print('held', flush=True); time.sleep(120)")  # fmt: skip
+    holder = subprocess.Popen([sys.executable, "-c", code, str(lock_path(out)), json.dumps(record)],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        with pytest.raises(locks.FolderInUse) as refused:
+            with hold_folder(out):
+                pass
+        assert time.monotonic() - started >= 0.5
+        expected = (f"{out} is still locked by process(es) {holder.pid}, left by process {dead}, which is no "
+                    "longer running; end them, or use another folder")  # fmt: skip
+        assert expected in str(refused.value)
+    finally:
+        holder.kill()
+        holder.wait()
+    with hold_folder(out):  # the holder gone, the lock is free
+        pass
+
+
+@pytest.mark.parametrize("umask", [0o077, 0o002])
+def test_outputs_and_the_lock_have_the_mode_the_umask_gives(tmp_path, umask: int) -> None:
+    previous = os.umask(umask)
+    try:
+        atomic_write_text(tmp_path / "result.txt", "one")
+        atomic_write_text(tmp_path / "result.txt", "two")  # replaced: the new file's mode
+        with hold_folder(tmp_path / "out"):
+            lock_mode = lock_path(tmp_path / "out").stat().st_mode & 0o777
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "result.txt").stat().st_mode & 0o777 == 0o666 & ~umask
+    assert lock_mode == 0o666 & ~umask
+
+
+def test_the_lightly_comparison_runs_in_a_private_folder_of_its_own(monkeypatch) -> None:
+    pytest.importorskip("torch")
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    monkeypatch.syspath_prepend(str(bench))
+    import importlib
+
+    lightly_compare = importlib.import_module("lightly_compare")
+    folders = []
+    for _ in range(2):
+        arguments = lightly_compare._parser().parse_args([])
+        assert lightly_compare.scratch_folder(arguments)
+        folders.append(Path(arguments.scratch))
+    try:
+        assert folders[0] != folders[1] and all(folder.is_dir() for folder in folders)
+        assert all(folder.stat().st_mode & 0o777 == 0o700 for folder in folders)
+        named = lightly_compare._parser().parse_args(["--scratch", "runs/here"])
+        assert not lightly_compare.scratch_folder(named) and named.scratch == "runs/here"
+    finally:
+        for folder in folders:
+            folder.rmdir()
+
+
 def _can_mount() -> bool:
     return os.geteuid() == 0 and sys.platform.startswith("linux")
 

@@ -28,11 +28,13 @@ def test_a_failed_write_leaves_the_old_file_whole_and_no_temporary(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["result.txt"]
 
 
-def test_written_files_are_0644_and_folders_are_created(tmp_path):
+def test_written_files_have_the_umasks_mode_and_folders_are_created(tmp_path):
     path = tmp_path / "a" / "b" / "value.json"
     atomic_write_json(path, {"b": 1, "a": [1.5]})
     assert path.read_text() == '{\n  "a": [\n    1.5\n  ],\n  "b": 1\n}\n'
-    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
 
 
 def test_keep_previous_keeps_the_replaced_file(tmp_path):
