@@ -10,7 +10,7 @@ import click
 
 from mitool import estimators
 from mitool.cli.errors import FriendlyCommand
-from mitool.cli.options import given_options, option_specs, settings_options, table_options
+from mitool.cli.options import given_options, help_all_option, option_specs, settings_options, table_options
 from mitool.estimators.base import CASES
 from mitool.ties import TIES_CHOICES
 
@@ -47,7 +47,28 @@ def estimator_help() -> str:
     return "Estimators (--estimator):\n\n\b\n" + "\n".join(lines) + f"\n\nDefaults: {defaults}."
 
 
-@click.command("estimate", cls=FriendlyCommand, epilog=estimator_help())
+def _details() -> str:
+    """What ``--help-all`` adds: how the estimate is made, then the estimators and their defaults."""
+    return "\b\n" + HOW + "\n\n" + estimator_help()
+
+
+HOW = """How: a neural estimator trains critics on a training split and reports the bound on the held-out
+split. The interval says what it covers: for the default neural estimate the noise of the held-out
+evaluation and of training (the spread of its two critics); for the k-NN, Gaussian and plug-in
+estimators the sampling noise of the pairs; never a bound's own bias. InfoNCE-type estimates
+cannot exceed log(K + 1) (K = held-out rows - 1, at most 1023; eqco: log(alpha + 1)), KSG's
+psi(n) - psi(k): an estimate near its ceiling is a lower bound, its interval open above ("at
+least"); the default then estimates with flow (normalizing flows to a joint Gaussian, not capped)
+and reports it where it agrees. Images: .npy arrays of shape (n, H, W) or (n, C, H, W), read as
+rows of pixels; where the pixels lie near a surface of lower dimension, the default encodes each
+side to that dimension before the flows."""
+
+
+@click.command(
+    "estimate", cls=FriendlyCommand,
+    epilog="--help-all lists the estimators' own settings, the estimators and their defaults.",
+)  # fmt: skip
+@help_all_option(_details)
 @click.argument("x", metavar="X", type=click.Path(dir_okay=False))
 @click.argument("y", metavar="Y", type=click.Path(dir_okay=False), required=False)
 @click.option(
@@ -72,13 +93,18 @@ def estimator_help() -> str:
     + "; ".join(f"{name}: {meaning}" for name, meaning in TIES_CHOICES.items())
     + ". The result's notes say what was done.",
 )  # fmt: skip
-@settings_options(_OPTIONS)
+@settings_options(_OPTIONS, hidden=True)
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Seed of the split, weights, batches, subsets."
 )
 @click.option(
     "--json", "as_json", is_flag=True,
     help="Print one JSON object instead of a sentence (the value under 'value', also under 'estimate').",
+)  # fmt: skip
+@click.option(
+    "--explain", is_flag=True,
+    help="Print the estimate as a paragraph: what the interval covers, what was trained, every note "
+    "(by default one line).",
 )  # fmt: skip
 @click.option(
     "--quiet",
@@ -89,25 +115,13 @@ def estimator_help() -> str:
 def estimate_command(
     context: click.Context, x: str, y: str | None, z: str | None, x_columns: str | None,
     y_columns: str | None, missing: str, estimator: str | None, discrete: str, ties: str, seed: int,
-    as_json: bool, quiet: bool, **_: object,
+    as_json: bool, explain: bool, quiet: bool, **_: object,
 ) -> None:  # fmt: skip
     """Estimate I(X; Y) in nats from paired samples: row i of X goes with row i of Y.
 
-    X and Y (and Z of --given) are .npy, .npz (one array) or .csv files (comma-separated; the
-    first line is a header when none of its fields is a number, or when it is pandas' column
-    numbers 0, 1, ...; pandas' index column is left out), one row per sample. Discrete
-    variables (class labels, counts) are found by --discrete; the estimator is the one for the
-    kind of data (Defaults, below) unless --estimator names one, and the result's notes say what
-    was decided. A neural estimator trains critics on a training split and reports the bound on
-    the held-out split. The interval says what it covers: for the default neural estimate the
-    noise of the held-out evaluation and of training (the spread of its two critics); for the
-    k-NN, Gaussian and plug-in estimators the sampling noise of the pairs; never a bound's own
-    bias. InfoNCE-type estimates cannot exceed log(K + 1) (K = held-out rows - 1, at most 1023;
-    eqco: log(alpha + 1)), KSG's psi(n) - psi(k): an estimate near its ceiling is a lower bound,
-    its interval open above ("at least"); the default then estimates with flow (normalizing flows
-    to a joint Gaussian, not capped) and reports it where it agrees. Images: .npy arrays of shape
-    (n, H, W) or (n, C, H, W), read as rows of pixels; where the pixels lie near a surface of lower
-    dimension, the default encodes each side to that dimension before the flows.
+    X and Y (and Z of --given) are .npy, .npz (one array) or .csv files, one row per sample, or
+    columns of one CSV table named by --x and --y. The estimator is the one for the kind of data
+    unless --estimator names one; --explain says what was decided and what the interval covers.
     """
     from mitool.cli.common import EstimateProgress, json_text
     from mitool.cli.io import read_variables
@@ -133,4 +147,4 @@ def estimate_command(
     result = result.with_notes(
         *(note for samples in read for note in samples.notes if note.lower() not in noted)
     )
-    click.echo(json_text(result.as_dict()) if as_json else str(result))
+    click.echo(json_text(result.as_dict()) if as_json else result.explain() if explain else result.summary())

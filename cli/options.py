@@ -20,7 +20,10 @@ from typing import Any
 
 import click
 
-__all__ = ["OptionSpec", "given_options", "option_specs", "settings_options", "value_text"]
+__all__ = [
+    "OptionSpec", "given_options", "help_all_option", "option_specs", "settings_options", "table_options",
+    "value_text",
+]  # fmt: skip
 
 
 _TYPES = {"int": int, "float": float, "bool": bool, "str": str}
@@ -156,17 +159,20 @@ def option_specs(
     return specs
 
 
-def settings_options(specs: dict[str, OptionSpec]) -> Callable[[Callable], Callable]:
-    """A decorator adding the options of ``specs`` (:func:`option_specs`), each with default None."""
+def settings_options(specs: dict[str, OptionSpec], hidden: bool = False) -> Callable[[Callable], Callable]:
+    """A decorator adding the options of ``specs`` (:func:`option_specs`), each with default None;
+    ``hidden``: listed by ``--help-all`` only (:func:`help_all_option`)."""
     options = []
     for spec in specs.values():
         if spec.kind is bool and not spec.is_list:
             switch = spec.flag if "/" in spec.flag else f"{spec.flag}/--no-{spec.flag[2:]}"
             declarations = (switch, spec.name)
-            options.append(click.option(*declarations, default=None, help=spec.help))
+            options.append(click.option(*declarations, default=None, help=spec.help, hidden=hidden))
         else:
             kind = str if spec.is_list else spec.kind
-            options.append(click.option(spec.flag, spec.name, type=kind, default=None, help=spec.help))
+            options.append(
+                click.option(spec.flag, spec.name, type=kind, default=None, help=spec.help, hidden=hidden)
+            )
 
     def add(function: Callable) -> Callable:
         for option in reversed(options):
@@ -212,3 +218,24 @@ def table_options(function: Callable) -> Callable:
     for option in reversed(options):
         function = option(function)
     return function
+
+
+def help_all_option(details: Callable[[], str]) -> Callable[[Callable], Callable]:
+    """``--help-all``: the help with the hidden options too (the estimators' own settings) and, after
+    it, ``details()`` (how the command works, the estimators and their defaults). ``--help`` stays a
+    screen long and says that ``--help-all`` has the rest."""
+
+    def show(context: click.Context, parameter: click.Parameter, value: bool) -> None:
+        if not value or context.resilient_parsing:
+            return
+        for option in context.command.params:
+            option.hidden = False
+        context.command.epilog = details()
+        click.echo(context.get_help(), color=context.color)
+        context.exit()
+
+    return click.option(
+        "--help-all", is_flag=True, expose_value=False, is_eager=True, callback=show,
+        help="Show every option (the estimators' own settings), how the command works, the estimators and "
+        "their defaults.",
+    )  # fmt: skip

@@ -65,10 +65,15 @@ __all__ = ["test_command"]
     "(names from the CSV header).",
 )  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (statistic, pvalue, null, ...).")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="After the result, how the test was made and every note (by default one line).",
+)
 def test_command(
     x: str, y: str | None, z: str | None, x_columns: str | None, y_columns: str | None, missing: str,
     estimator: str | None, permutations: int | None, seed: int, discrete: str, ties: str, k: int | None,
-    linear: bool | None, z_neighbours: int, per_feature: bool, as_json: bool,
+    linear: bool | None, z_neighbours: int, per_feature: bool, as_json: bool, explain: bool,
 ) -> None:  # fmt: skip
     """Test whether X and Y are dependent: a permutation test with the MI estimate as the statistic.
 
@@ -107,7 +112,8 @@ def test_command(
             click.echo(json_text({**features.as_dict(), "file_notes": file_notes}))
             return
         click.echo(str(features))
-        click.echo(f"How: {features.method}")
+        if explain:
+            click.echo(f"How: {features.method}")
         return
     result = independence_test(
         read[0].values, read[1].values, None if z is None else read[2].values, estimator=estimator,
@@ -119,8 +125,9 @@ def test_command(
         click.echo(json_text({**result.as_dict(), "notes": notes}))
         return
     click.echo(str(result))
-    click.echo(f"How: {result.method}")
-    click.echo("Notes: " + "; ".join(notes) + ".")
+    if explain:
+        click.echo(f"How: {result.method}")
+        click.echo("Notes: " + "; ".join(notes) + ".")
 
 
 def _side_declared(discrete: str, side: str) -> str | bool:

@@ -225,6 +225,13 @@ def _chosen(
         default = (defaults or estimators.DEFAULTS)[case]
         name, known = default.name, estimators.estimator_class(default.name).Settings.names()
         unused = [key for key in settings if key not in known and key in all_setting_names()]
+        for key in unused:  # a bad value is refused even where the estimator for the data has no use for it
+            owner = next(
+                other
+                for other in estimators.names()
+                if key in estimators.estimator_class(other).Settings.names()
+            )
+            estimators.estimator_class(owner).Settings(**{key: settings[key]})
         if unused:
             listed = ", ".join(unused)
             notes.append(f"{listed}: not settings of {name}, the estimator for this data, so unused")
@@ -535,14 +542,22 @@ def estimate(
     True
     """
     options = _Options(estimator, discrete, ties, seed, settings, missing=missing)
+    return at_least_zero(_raw_estimate(x, y, z, options, progress))
+
+
+def _raw_estimate(
+    x: ArrayLike, y: ArrayLike, z: ArrayLike | None, options: _Options, progress: Progress | None
+) -> Estimate:
+    """:func:`estimate` before a value below 0 is reported as 0 (the groups of a discrete Z add
+    their raw values: clipped ones would bias the sum upward)."""
     plan = _plan(x, y, z, options)
     if plan.done is not None:
         return plan.done
     if plan.chosen is None:
-        result = _within_groups(*plan.rows, estimator, plan.sides, ties, seed, settings, plan.notes)
-        return at_least_zero(result.with_notes(*trust_notes(result)))
-    result = plan.chosen.estimate(*plan.rows, seed=seed, progress=progress)
-    return at_least_zero(_finished(result, plan, options, progress))
+        result = _within_groups(*plan.rows, plan.sides, options, plan.notes)
+        return result.with_notes(*trust_notes(result))
+    result = plan.chosen.estimate(*plan.rows, seed=options.seed, progress=progress)
+    return _finished(result, plan, options, progress)
 
 
 def at_least_zero(result: Estimate) -> Estimate:
@@ -801,30 +816,17 @@ class Automatic:
 
 
 def _within_groups(
-    x: np.ndarray, y: np.ndarray, z: np.ndarray, estimator: str | None, sides: dict[str, bool], ties: str,
-    seed: int, settings: dict[str, Any], notes: list[str],
-) -> Estimate:  # fmt: skip
+    x: np.ndarray, y: np.ndarray, z: np.ndarray, sides: dict[str, bool], options: _Options, notes: list[str]
+) -> Estimate:
     """I(X; Y | Z) for a discrete Z: the weighted MI within each group of Z (see the module)."""
     groups = category_codes(z)
     discrete = ",".join(name for name in ("x", "y") if sides[name]) or "none"
+    within = replace(options, discrete=discrete)
     parts, skipped = [], []
     for group in range(int(groups.max()) + 1):
         rows = groups == group
         try:
-            parts.append(
-                (
-                    rows.mean(),
-                    estimate(
-                        x[rows],
-                        y[rows],
-                        estimator=estimator,
-                        discrete=discrete,
-                        ties=ties,
-                        seed=seed,
-                        **settings,
-                    ),
-                ),  # fmt: skip
-            )
+            parts.append((rows.mean(), _raw_estimate(x[rows], y[rows], None, within, None)))
         except checks.ParameterError as error:
             if "too few samples" not in str(error):
                 raise

@@ -131,7 +131,7 @@ def test_the_estimate_help_gives_both_defaults_of_ensemble() -> None:
     from mitool.estimators import DEFAULTS
 
     assert DEFAULTS["continuous"].settings["ensemble"] == 2
-    result = CliRunner().invoke(main, ["estimate", "--help"])
+    result = CliRunner().invoke(main, ["estimate", "--help-all"])
     assert result.exit_code == 0
     text = " ".join(result.output.split())  # click wraps the help
     ensemble = text[text.index("--ensemble") : text.index("--canonical")]

@@ -212,7 +212,7 @@ def test_an_estimate_at_the_infonce_ceiling_says_so(tmp_path: Path) -> None:
     assert details["at_ceiling"] is True and details["ceiling"] == pytest.approx((np.log(8) + np.log(7)) / 2)
     assert details["ceiling"] - 0.05 <= report["value"] <= details["ceiling"]
     assert report["ci_high"] is None and report["ci_low"] < report["value"]  # open above: JSON has no inf
-    sentence = CliRunner().invoke(main, args, catch_exceptions=False).stdout
+    sentence = CliRunner().invoke(main, [*args, "--explain"], catch_exceptions=False).stdout
     assert "lower bound at its ceiling" in sentence and "estimator flow" in sentence
     assert details["negatives_extrapolated"] is False and "K = 6)" in sentence
     assert f"is at least {report['value']:.4f} nats" in sentence and "inf)" in sentence
@@ -237,7 +237,7 @@ def test_an_extrapolated_estimate_at_its_ceiling_says_so(tmp_path: Path) -> None
     assert details["ceiling"] - 0.05 <= report["value"] <= details["ceiling"] + 1e-6
     assert any("2 log(K + 1) - log(K' + 1), extrapolated in K" in note for note in report["notes"])
     assert details["negatives_extrapolated"] is True
-    sentence = CliRunner().invoke(main, args, catch_exceptions=False).stdout
+    sentence = CliRunner().invoke(main, [*args, "--explain"], catch_exceptions=False).stdout
     assert "K = 5, the value carried to infinitely many negatives (extrapolate_negatives))" in sentence
 
 
@@ -255,11 +255,11 @@ def test_the_interval_is_in_the_sentence_the_json_and_the_help(gaussian_files) -
         "8",
         "--quiet",
     ]
-    sentence = CliRunner().invoke(main, args, catch_exceptions=False).stdout
+    sentence = CliRunner().invoke(main, [*args, "--explain"], catch_exceptions=False).stdout
     assert "95% interval [" in sentence and "not retraining" in sentence
     report = json.loads(CliRunner().invoke(main, [*args, "--json"], catch_exceptions=False).stdout)
     assert report["ci_low"] < report["value"] < report["ci_high"] and report["details"]["at_ceiling"] is False
-    help_text = " ".join(CliRunner().invoke(main, ["estimate", "--help"]).stdout.split())
+    help_text = " ".join(CliRunner().invoke(main, ["estimate", "--help-all"]).stdout.split())
     assert "the noise of the held-out evaluation and of training" in help_text
     assert "never a bound's own bias" in help_text
 

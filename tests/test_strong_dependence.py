@@ -100,7 +100,7 @@ def test_ksg_near_its_ceiling_is_a_lower_bound_open_above_and_says_what_to_use()
     ceiling = result.details["ceiling"]
     assert result.value >= ceiling - SATURATION_GAP and result.value < 12.0 - 3  # far short of the MI
     assert result.ci_high == math.inf and result.ci_low < result.value
-    sentence = str(result)
+    sentence = result.explain()
     assert f"is at least {result.value:.4f} nats" in sentence and "inf)" in sentence
     assert "estimator flow" in sentence and "gaussian" in sentence
 

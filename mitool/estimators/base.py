@@ -188,16 +188,44 @@ class Estimate:
                 f"estimator={self.estimator!r}, n_pairs={self.n_pairs})")  # fmt: skip
 
     def __str__(self) -> str:
-        """The estimate as a sentence (what ``mitool estimate`` prints): the value, its standard
-        error and interval and what they cover, what was trained and evaluated, and the notes."""
+        """The estimate in one line (what ``mitool estimate`` prints): :meth:`summary`."""
+        return self.summary()
+
+    def _head(self) -> str:
         level = f"{100 * self.ci_level:g}%" if math.isfinite(self.ci_level) else "exact"
         conditional = any(note.startswith(("z ", "z:")) for note in self.notes)
         quantity = "I(X; Y | Z)" if conditional else "I(X; Y)"
         interval = interval_text(self.ci_low, self.ci_high, 4)
-        head = f"{quantity} = {self.value:.4f} +- {self.stderr:.4f} nats, {level} interval {interval}"
         if math.isinf(self.ci_high):
-            head = (f"{quantity} is at least {self.value:.4f} nats (a lower bound; +- {self.stderr:.4f}), "
+            return (f"{quantity} is at least {self.value:.4f} nats (a lower bound; +- {self.stderr:.4f}), "
                     f"{level} interval {interval}")  # fmt: skip
+        return f"{quantity} = {self.value:.4f} +- {self.stderr:.4f} nats, {level} interval {interval}"
+
+    def summary(self) -> str:
+        """One line: the value, its interval, the estimator and pairs, and in a few words what must
+        be read with it (a value below 0 reported as 0, rows left out, an estimate below one
+        column's MI, a wide interval); :meth:`explain` says all of it."""
+        flags = []
+        if "raw_value" in self.details:
+            flags.append(f"raw {self.details['raw_value']:.4f} reported as 0")
+        for note in self.notes:
+            if note.startswith("missing values: "):
+                flags.append(
+                    note.split("(")[0].removeprefix("missing values: ").strip() + " (missing values)"
+                )
+            elif note.startswith("below a lower bound of the MI"):
+                flags.append("below one column's MI")
+            elif note.startswith("the interval is ") and "wide" in note:
+                flags.append("a wide interval")
+        if "capped" in self.details:
+            flags.append(f"past a capped estimate of {self.details['capped']:.4f}")
+        extra = "".join(f"; {flag}" for flag in flags)
+        return f"{self._head()} ({self.estimator} on {self.n_pairs} pairs{extra})."
+
+    def explain(self) -> str:
+        """The estimate as a paragraph (``mitool estimate --explain``): the value, its standard
+        error and interval and what they cover, what was trained and evaluated, and the notes."""
+        head = self._head()
         details = self.details
         if "critic" in details:
             evaluator = details["evaluator"]
@@ -221,11 +249,12 @@ class Estimate:
         return text
 
     def as_dict(self) -> dict[str, Any]:
-        """Every field; the value also under ``estimate`` (the name older JSON used)."""
+        """Every field; the value also under ``estimate`` (the name older JSON used); the one line
+        under ``summary``."""
         values = dataclasses.asdict(self)
         values["notes"] = list(self.notes)
         values["details"] = dict(self.details)
-        return {"value": self.value, "estimate": self.value, **values}
+        return {"value": self.value, "estimate": self.value, **values, "summary": self.summary()}
 
     def as_lower_bound(self, why: str) -> Estimate:
         """A copy whose interval is open above (``ci_high`` = inf): the value is a lower bound of
