@@ -30,8 +30,9 @@ INDEX_NAMES = ("", "unnamed: 0", "index")
 """Header names of a first column that may be a row index: none (pandas' ``to_csv``, R's
 ``write.csv``), pandas' name for that column read back (``Unnamed: 0``), and ``reset_index``'s."""
 
-MIXED = "(a column is all numbers or all labels; a header is a first line of names only)"
-"""What a field that is not a number in a column of numbers breaks."""
+MIXED = "(a column of numbers holds numbers only, and a header is a first line of names only)"
+"""What a field that is not a number in a column of mostly numbers breaks (a column of mostly words is
+read as labels, its numbers too)."""
 
 SHOWN = 6
 """At most this many column names or labels are listed in a note; more are the first few and a count."""
@@ -70,9 +71,10 @@ class Samples:
             )
         missing = [part for part in wanted if part not in self.columns]
         if missing or not wanted:
+            listed = ", ".join(self.columns[:40]) + " ..." * (len(self.columns) > 40)
             raise ParameterError(
                 parameter, f"names {', '.join(map(repr, missing)) or 'no column'}, not a column of "
-                f"{Path(path).name}; its columns: {_listed(list(self.columns))}",
+                f"{Path(path).name}; its columns: {listed}",
             )  # fmt: skip
         index = [self.columns.index(part) for part in wanted]
         values = self.values[:, index]
@@ -456,11 +458,14 @@ def _columns(
             filled = iter(days)
             columns.append(np.array([math.nan if gap else next(filled) for gap in gaps]))
             continue
-        if any(numeric):
+        if 2 * sum(numeric) > len(numeric):  # mostly numbers: a word among them is a typo or an unknown mark
             i = next(i for i, field in enumerate(fields) if not gaps[i] and not _is_number(field))
             problems.append(
                 (lines[i], j + 1, f": {fields[i]!r} is not a number, but its column holds numbers {MIXED}")
             )
+        elif any(numeric):  # mostly words: names, some of which read as numbers (car models "100", "300E")
+            title = _one_line(header[j]) if header and header[j] else f"{j + 1}"
+            notes.append(f"{name}: column {title} holds words and {sum(numeric)} numbers, all read as labels")
         columns.append(np.array([None if gap else field for field, gap in zip(fields, gaps, strict=True)],
                                 dtype=object))  # fmt: skip
     if problems:

@@ -40,6 +40,15 @@ __all__ = ["matrix_command"]
     "Pareto fit to the null's tail (Knijnenburg et al. 2009), so that many pairs can pass the q-values; "
     "none: permutation p-values only (at least 1 / (B + 1)).",
 )  # fmt: skip
+@click.option(
+    "--columns", default=None, metavar="NAMES",
+    help="The columns of DATA to pair, comma-separated as its header names them [default: all].",
+)  # fmt: skip
+@click.option(
+    "--k", type=int, default=None,
+    help="Neighbours of the k-NN statistics [default: 20, at most n / 10 and at least 3]; more give more "
+    "power against weak, smooth dependence.",
+)  # fmt: skip
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every pair and of the null.")
 @click.option(
     "--out", type=click.Path(file_okay=False), default=None,
@@ -59,7 +68,8 @@ __all__ = ["matrix_command"]
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def matrix_command(
     data: str, given: str | None, estimator: str | None, permutations: int | None, null: str, tail: str,
-    seed: int, out: str | None, workers: int | None, scheduler: str | None, quiet: bool,
+    columns: str | None, k: int | None, seed: int, out: str | None, workers: int | None,
+    scheduler: str | None, quiet: bool,
 ) -> None:  # fmt: skip
     """The MI of every pair of columns of DATA, with permutation p-values and Benjamini-Hochberg
     q-values over all pairs.
@@ -82,6 +92,8 @@ def matrix_command(
     if workers is not None and workers < 1:
         raise ParameterError("workers", f"must be a whole number >= 1, got {workers}")
     samples = load_samples(data, "DATA")
+    if columns is not None:
+        samples = samples.select("DATA", "columns", columns, data)
     z = None if given is None else load_samples(given, "Z").values
     folder = Path(out) if out is not None else Path(f"{Path(data).stem}-matrix")
     client = _client(scheduler) if scheduler is not None else None
@@ -98,7 +110,7 @@ def matrix_command(
             result = mi_matrix(
                 samples.values, given=z, estimator=estimator, permutations=permutations, seed=seed,
                 workers=workers, client=client, out=folder, progress=progress, columns=samples.columns,
-                null=null, tail=tail,
+                null=null, tail=tail, **({} if k is None else {"k": k}),
             )  # fmt: skip
     except WorkersLost as lost:
         raise click.ClickException(

@@ -235,3 +235,34 @@ def test_a_missing_value_leaves_its_row_out_of_its_pairs_only() -> None:
     alone = mitool.independence_test(table[kept, 0], table[kept, 1], permutations=19, seed=pair_seed(0, 0, 1))
     assert result.statistic[0, 1] == pytest.approx(alone.statistic, abs=1e-12)
     assert np.isfinite(result.statistic[~np.eye(3, dtype=bool)]).all() and result.pvalue[0, 2] < 0.1
+
+
+def test_a_small_table_by_column_names_from_the_command_line(tmp_path: Path) -> None:
+    """mtcars' 32 rows once aborted ("ross needs at least 42"); --columns picks columns by name and
+    --k sets the neighbours; the pair's MI is independence_test's on the same columns and k."""
+    rng = np.random.default_rng(8)
+    wt = rng.normal(3, 1, size=32)
+    mpg = 37 - 5 * wt + rng.normal(size=32)
+    am = (wt < 3).astype(int)
+    lines = [
+        "name,mpg,wt,am",
+        *(
+            f"car{i},{m!r},{w!r},{a}"
+            for i, (m, w, a) in enumerate(zip(mpg.tolist(), wt.tolist(), am.tolist(), strict=True))
+        ),
+    ]
+    (tmp_path / "cars.csv").write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(
+        main, ["matrix", str(tmp_path / "cars.csv"), "--columns", "mpg,wt,am", "--k", "5",
+               "--permutations", "19", "--out", str(tmp_path / "out"), "--quiet"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(open(tmp_path / "out" / "matrix.csv")))
+    pair = next(row for row in rows if {row["column_a"], row["column_b"]} == {"mpg", "wt"})
+    alone = mitool.independence_test(mpg, wt, permutations=19, k=5, seed=pair_seed(0, 0, 1))
+    assert float(pair["mi"]) == pytest.approx(alone.statistic, abs=1e-9)
+    wrong = CliRunner().invoke(main, ["matrix", str(tmp_path / "cars.csv"), "--columns", "mpg,zz"])
+    assert (
+        wrong.exit_code == 2
+        and "--columns names 'zz', not a column of cars.csv; its columns: name, mpg, wt, am" in wrong.output
+    )

@@ -46,7 +46,11 @@ def ross_mi(x: np.ndarray, y: np.ndarray, k: int = 3) -> float:
     x, codes = standardise(x[kept])[0], codes[kept]
     n = len(x)
     if n < 2:
-        raise checks.ParameterError("y", "has no class with two points or more; Ross's estimator needs them")
+        raise checks.ParameterError(
+            "y", f"has no class with two points or more (a different value in each of its {len(codes)} rows: "
+            "an identifier, such as a name); the MI of an identifier with anything is log n, so it says "
+            "nothing: leave the column out",
+        )  # fmt: skip
     radius, own_k, class_size = np.zeros(n), np.zeros(n), np.zeros(n)
     for label in np.unique(codes):
         members = np.flatnonzero(codes == label)
