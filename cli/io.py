@@ -458,7 +458,7 @@ def _columns(
             filled = iter(days)
             columns.append(np.array([math.nan if gap else next(filled) for gap in gaps]))
             continue
-        if 2 * sum(numeric) > len(numeric):  # mostly numbers: a word among them is a typo or an unknown mark
+        if 2 * sum(numeric) >= len(numeric):  # half numbers or more: a word is a typo or unknown mark
             i = next(i for i, field in enumerate(fields) if not gaps[i] and not _is_number(field))
             problems.append(
                 (lines[i], j + 1, f": {fields[i]!r} is not a number, but its column holds numbers {MIXED}")
