@@ -32,9 +32,10 @@ eqco)
         --batch-size 512 --epochs 2 --base-lr 0.4 --key-momentum 0.99 --out "$SCRATCH"
     ;;
 dcl)
-    # one epoch at every batch size (equal images seen), lr = 0.8 x batch / 256
+    # one epoch at every batch size (equal images seen), lr = 0.8 x batch / 256, SGD at every batch (LARS,
+    # the default from 512, would change the optimizer within the grid)
     "$MITOOL" vision sweep "${COMMON[@]}" --method simclr --loss infonce,dcl,dclw \
-        --batch-size 32,64,128,256,512 --epochs 1 --base-lr 0.8 --out "$SCRATCH"
+        --batch-size 32,64,128,256,512 --epochs 1 --base-lr 0.8 --optimizer sgd --out "$SCRATCH"
     ;;
 recipe)
     # the Fashion-MNIST defaults, each run time-boxed to 19 minutes of pretraining (its cosine schedule

@@ -23,7 +23,7 @@
 #      scale: NNCLR + DCL, NNCLR + InfoNCE and SimCLR + DCL, 3 seeds, equal steps (GPU_CLAIMS_EPOCHS_NNCLR
 #      epochs, default 8, of batch 512), resnet18 with the small stem, full Fashion-MNIST, bf16,
 #      --gpu-augment decode, --parallel 3 (GPU_CLAIMS_PARALLEL_NNCLR); the Fashion-MNIST defaults
-#      (nnclr's support set 4096, tau 0.2, base lr 0.8, warmup 0.1 epoch); kNN on the full sets, and
+#      (nnclr's support set 4096, tau 0.2, LARS at base lr 0.3 as the default from batch 512, warmup 0.1 epoch); kNN on the full sets, and
 #      alignment and uniformity on the held-out batch, in nnclr/summary.csv (a table and a figure:
 #      python bench/claims_table.py DESTINATION/nnclr/summary.csv --columns knn_top1,alignment,uniformity
 #      --figure DESTINATION/nnclr/nnclr.png)
@@ -120,7 +120,7 @@ DEVICE=cuda PARALLEL=${GPU_CLAIMS_PARALLEL:-4} WORKERS=3
 NETWORK=(--arch resnet18 --dataset fashion-mnist --precision bf16 --gpu-augment decode)
 EQCO=(--negatives 4,16,64,256 --batch-size 512 --base-lr 0.4 --epochs "${GPU_CLAIMS_EPOCHS_EQCO:-2}")
 MOCO=(--negatives 4096 --batch-size 512 --base-lr 0.4 --epochs "${GPU_CLAIMS_EPOCHS_EQCO:-2}")
-DCL=(--batch-size 32,64,128,256,512 --epochs "${GPU_CLAIMS_EPOCHS_DCL:-1}")
+DCL=(--batch-size 32,64,128,256,512 --optimizer sgd --epochs "${GPU_CLAIMS_EPOCHS_DCL:-1}")
 NNCLR=(--batch-size 512 --epochs "${GPU_CLAIMS_EPOCHS_NNCLR:-8}" --seeds 0,1,2)
 NNCLR_PARALLEL=${GPU_CLAIMS_PARALLEL_NNCLR:-3}
 STEP=(--arch resnet50 --image-size 224 --batch-size 256 --precision bf16 --rounds 5)
@@ -136,7 +136,7 @@ if [ "$REHEARSAL" = 1 ]; then
     NETWORK=(--arch small-cnn --dataset synthetic --synthetic-size 256 --image-size 28 --knn-max-samples 256)
     EQCO=(--negatives 4,16 --batch-size 32 --epochs 1)
     MOCO=(--negatives 64 --batch-size 32 --epochs 1)
-    DCL=(--batch-size 16,32 --epochs 1)
+    DCL=(--batch-size 16,32 --optimizer sgd --epochs 1)
     NNCLR=(--batch-size 32 --support-size 64 --epochs 1 --seeds 0,1,2)
     NNCLR_PARALLEL=2
     STEP=(--arch small-cnn --image-size 32 --batch-size 32 --rounds 3)

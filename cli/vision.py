@@ -26,7 +26,7 @@ from mitool.cli.vision_options import _flag, _loss_users, _number, pretrain_opti
 from mitool.cli.vision_sweep import sweep
 from mitool.figures import FORMATS
 from mitool.vision.choices import KNN_K, KNN_TEMPERATURE
-from mitool.vision.config import DEFAULTS, LOSS_OPTION_SETTINGS, LinearConfig, PretrainConfig
+from mitool.vision.config import DEFAULTS, LARS_DEFAULTS, LOSS_OPTION_SETTINGS, LinearConfig, PretrainConfig
 from mitool.vision.methods import METHODS
 
 __all__ = ["resume_command", "vision"]
@@ -62,6 +62,15 @@ def _method_help() -> str:
     lines += _wrap(
         f"All: {common}; lr = base lr x batch / 256, cosine schedule after the warmup; "
         "--batch-size is the global batch.",
+        _WIDTH,
+        subsequent_indent="  ",
+    )
+    large = [name for name, method in METHODS.items() if method.lars_from_batch is not None]
+    lars = ", ".join(f"{_flag(key)} {_number(value)}" for key, value in LARS_DEFAULTS.items())
+    lines += _wrap(
+        f"{' and '.join(large)}: --optimizer lars from a global batch of "
+        f"{' / '.join(sorted({str(METHODS[name].lars_from_batch) for name in large}))}, else sgd; "
+        f"with lars: {lars} (over the dataset's and the method's rows).",
         _WIDTH,
         subsequent_indent="  ",
     )

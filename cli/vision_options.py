@@ -5,7 +5,7 @@ method (from :data:`mitool.vision.methods.METHODS`)."""
 from __future__ import annotations
 
 from mitool.cli.options import OptionSpec, option_specs
-from mitool.vision.config import DEFAULTS, PretrainConfig
+from mitool.vision.config import DEFAULTS, LARS_DEFAULTS, PretrainConfig
 from mitool.vision.methods import METHODS
 
 __all__ = ["METHOD_DEPENDENT", "default_text", "pretrain_options"]
@@ -25,19 +25,10 @@ def _number(value: object) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _flag(setting: str) -> str:
-    return "--" + setting.replace("_", "-")
-
-
-def _loss_users(option: str) -> list[str]:
-    from mitool import bounds
-
-    return [name for name in bounds.INFONCE_FAMILY if option in bounds.BOUNDS[name].option_names]
-
-
 def default_text(setting: str) -> str:
     """The default of ``setting`` for the help: "[200]" when the methods agree, else one value
-    per method ("[moco 0.03, simo 0.03, simclr 0.3]"), then the datasets that change it."""
+    per method ("[moco 0.03, simo 0.03, simclr 0.3]"), then the datasets that change it, then its
+    value with LARS (:data:`mitool.vision.config.LARS_DEFAULTS`)."""
     values = {name: method.defaults.get(setting, DEFAULTS.get(setting)) for name, method in METHODS.items()}
     given = {name: value for name, value in values.items() if value is not None}
     if not given:
@@ -50,6 +41,8 @@ def default_text(setting: str) -> str:
         for dataset, row in method.dataset_defaults.items():
             if setting in row:
                 text += f"; {name} on {dataset}: {_number(row[setting])}"
+    if setting in LARS_DEFAULTS:
+        text += f"; with lars: {_number(LARS_DEFAULTS[setting])}"
     return f"[{text}]"
 
 

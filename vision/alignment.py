@@ -3,7 +3,9 @@
 Wang & Isola, "Understanding Contrastive Representation Learning through Alignment and Uniformity
 on the Hypersphere" (ICML 2020, arXiv 2005.10242). For an encoder f onto the unit sphere (here a
 method's normalised embedding, :meth:`~mitool.vision.common.ContrastiveMethod.embed`:
-normalize(g(f(x))), the space its loss scores), their two losses with alpha = 2 and t = 2:
+normalize(g(f(x))), g the head; for MoCo, SiMo and SimCLR the space their loss scores, for NNCLR
+its projection, the space of its support set, where the loss scores the neighbours found there
+against the predictions normalize(h(g(f(x))))), their two losses with alpha = 2 and t = 2:
 
     L_align = E_{(x, x+) positive pairs} ||f(x) - f(x+)||^2
             = mean_i ||z_i^(1) - z_i^(2)||^2                        the two views of image i

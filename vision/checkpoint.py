@@ -216,7 +216,8 @@ def restore_run(run: Run, saved: dict[str, Any]) -> None:
     fused = [group.get("fused") for group in run.optimizer.param_groups]
     run.optimizer.load_state_dict(saved["optimizer"])
     for group, flag in zip(run.optimizer.param_groups, fused, strict=True):
-        group["fused"] = flag  # this run's kernels (a checkpoint of an unfused SGD loads its state too)
+        if flag is not None or "fused" in group:  # SGD: this run's kernels (an unfused SGD's state loads too)
+            group["fused"] = flag
     run.scaler.load_state_dict(saved["scaler"])
     run.epoch, run.step = saved["epoch"], saved["step"]
     run.batches_done = saved["data_order"]["batches_done"]

@@ -12,6 +12,8 @@ __all__ = [
     "EMBEDDING_DIM",
     "KNN_K",
     "KNN_TEMPERATURE",
+    "LARS_TRUST_COEFFICIENT",
+    "OPTIMIZERS",
     "smoke_test_note",
 ]
 
@@ -24,6 +26,13 @@ DATASETS: tuple[str, ...] = ("imagefolder", "cifar10", "stl10", "fashion-mnist",
 DEVICE_AUGMENT_MODES: tuple[str, ...] = ("decode", "jpeg")
 """How the views are made on the device (:mod:`mitool.vision.gpu_augment`): the loader workers only
 decode ("decode"), or only read the JPEG bytes ("jpeg")."""
+
+OPTIMIZERS: tuple[str, ...] = ("sgd", "lars")
+"""The optimizers of a pretraining run (:func:`mitool.vision.step.make_optimizer`): momentum SGD, and
+LARS (:class:`mitool.vision.lars.LARS`)."""
+
+LARS_TRUST_COEFFICIENT = 0.001
+"""LARS's trust coefficient eta: You et al. (2017) and SimCLR's."""
 
 EMBEDDING_DIM = 128
 """Width of the embeddings the heads produce (every method's paper uses 128)."""

@@ -39,7 +39,14 @@ if TYPE_CHECKING:
     from mitool.vision.config import PretrainConfig
     from mitool.vision.methods import MethodSpec
 
-__all__ = ["ContrastiveMethod", "MakeBackbone", "MomentumMethod", "momentum_update", "ring_buffer_write"]
+__all__ = [
+    "ContrastiveMethod",
+    "MakeBackbone",
+    "MomentumMethod",
+    "momentum_update",
+    "own_image_share",
+    "ring_buffer_write",
+]
 
 
 MakeBackbone = Callable[[], tuple[nn.Module, int]]
@@ -97,8 +104,10 @@ class ContrastiveMethod(nn.Module):
 
     def embed(self, images: Tensor) -> Tensor:
         """The normalised embeddings normalize(g(f(images))) (N, D) in float32, f the (query)
-        backbone and g its head: the space the loss scores, where alignment and uniformity are
-        measured (:mod:`mitool.vision.alignment`)."""
+        backbone and g its head, where alignment and uniformity are measured
+        (:mod:`mitool.vision.alignment`): the space the loss scores for MoCo, SiMo and SimCLR; for
+        NNCLR the projection g (its support set's space), not the predictions h(g) its loss scores
+        against the neighbours."""
         return F.normalize(self.head(self.backbone(images)).float(), dim=1)
 
     def scores_bound(self) -> Callable[[Tensor, Tensor], BoundResult]:
@@ -221,3 +230,28 @@ def ring_buffer_write(buffer: Tensor, pointer: int, rows: Tensor) -> tuple[Tenso
     written = buffer.clone()
     written[slots] = rows.to(written.dtype)
     return written, (pointer + count) % size
+
+
+def own_image_share(images: int, queue: int, batch: int) -> float:
+    """The share of the queries whose own image has an older entry in a first-in, first-out queue
+    of the ``queue`` latest keys (MoCo's queue, NNCLR's support set), once the run is past its
+    first epoch: N = ``images`` training images in a fresh random order every epoch, the last
+    partial batch dropped (M = B floor(N / B) images an epoch, T = M / B steps), B = ``batch``
+    keys written after each step.
+
+    The query of step b (0 <= b < T) of an epoch meets the queue of the K keys written before that
+    step; its own image's previous key, from the previous epoch (with probability M / N), sits at
+    a uniform position s of that epoch and is in the queue when M - s + b B <= K, i.e. for
+    min(max(K - b B, 0), M) of the M positions. Averaged over the steps:
+
+        share = sum_{b=0}^{T-1} min(max(K - b B, 0), M) / (T N)
+              = K (K + B) / (2 N M)  ~  (K / N)^2 / 2     for K <= M a multiple of B
+              ~ 1/2 + B / (2N)  at K = N,   1  at K >= 2N
+
+    (keys of earlier epochs, which count only for an image left out of the previous epoch's M,
+    are left out)."""
+    steps = images // batch
+    if steps == 0:
+        raise ValueError(f"batch ({batch}) must be at most the images ({images})")
+    seen = steps * batch
+    return sum(min(max(queue - step * batch, 0), seen) for step in range(steps)) / (steps * images)

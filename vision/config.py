@@ -4,12 +4,16 @@ A setting left ``None`` in :class:`PretrainConfig` takes, in this order, the val
 gives for the run's dataset (``dataset_defaults`` of the method's class), the method's own
 default (``defaults``: the paper's values, see :mod:`mitool.vision.moco`,
 :mod:`~mitool.vision.simo`, :mod:`~mitool.vision.simclr` and :mod:`~mitool.vision.nnclr`), then
-:data:`DEFAULTS` below. The loss's options (eqco's alpha, dclw's sigma) are those of
+:data:`DEFAULTS` below. The optimizer, left unset, is the method's for the run's global batch
+(:meth:`mitool.vision.methods.MethodSpec.default_optimizer`: LARS for simclr and nnclr from
+their ``lars_from_batch`` on, else SGD; a resumed run keeps its own); with LARS, :data:`LARS_DEFAULTS`
+come before the dataset's and the method's rows. The loss's options (eqco's alpha, dclw's sigma) are those of
 :data:`mitool.bounds.BOUNDS`, defaulted the same way. The methods themselves are looked up in
 :data:`mitool.vision.methods.METHODS`.
 
-All methods: SGD momentum 0.9, weight decay 1e-4, cosine decay after the warmup,
-lr = base_lr x global_batch / 256, 200 epochs, global batch 256, embeddings of 128 (nnclr: 256).
+All methods: momentum 0.9, cosine decay after the warmup, lr = base_lr x global_batch / 256, 200
+epochs, global batch 256, embeddings of 128 (nnclr: 256); with SGD weight decay 1e-4, with LARS
+SimCLR's base lr 0.3, weight decay 1e-6 and trust coefficient 0.001.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from mitool.vision.choices import (
     EMBEDDING_DIM,
     KNN_K,
     KNN_TEMPERATURE,
+    LARS_TRUST_COEFFICIENT,
+    OPTIMIZERS,
 )
 from mitool.vision.methods import METHODS, MethodSpec, method_class, method_spec
 
@@ -35,6 +41,7 @@ __all__ = [
     "DEFAULTS",
     "DEVICES",
     "GPU_AUGMENT_MODES",
+    "LARS_DEFAULTS",
     "LOSSES",
     "LOSS_OPTION_SETTINGS",
     "METHODS",
@@ -72,6 +79,12 @@ DEFAULTS: dict[str, Any] = dict(
     epochs=200, batch_size=256, weight_decay=1e-4, sgd_momentum=0.9, embedding_dim=EMBEDDING_DIM
 )
 """What a setting left None becomes when neither its method nor the dataset says otherwise."""
+
+LARS_DEFAULTS: dict[str, Any] = dict(base_lr=0.3, weight_decay=1e-6, trust_coefficient=LARS_TRUST_COEFFICIENT)
+"""What a setting left None becomes when the optimizer is LARS, before the dataset's and the
+method's rows (which hold SGD's values): SimCLR's LARS (Chen et al. 2020: lr 0.3 x N / 256, weight
+decay 1e-6, trust coefficient 0.001 of You et al. 2017), which NNCLR's paper also trains with
+(its weight decay 1e-6)."""
 
 RESUMABLE_CHANGES: tuple[str, ...] = (
     "max_steps", "max_minutes", "device", "workers", "checkpoint_every", "log_every", "knn_every", "compile",
@@ -139,10 +152,24 @@ class PretrainConfig:
     schedule_steps: int | None = setting(None, "The schedule's length in steps (set by --fit-schedule).")
     device: str = setting("cpu", f"Where to train, one of {', '.join(DEVICES)}.")
     workers: int | None = setting(None, "Data loader processes per process [sized to the free cores].")
+    optimizer: str | None = setting(
+        None, f"The optimizer, one of {', '.join(OPTIMIZERS)}: momentum SGD, or LARS (You et al. 2017; "
+        "SimCLR's and NNCLR's: each weight tensor's step scaled by trust coefficient x ||w|| / (||g|| + "
+        "weight decay x ||w||), biases and BatchNorm parameters excluded from that and from the weight "
+        "decay) [" + "; ".join(
+            f"{m.name}: lars from a global batch of {m.lars_from_batch}, else sgd"
+            for m in METHODS.values() if m.lars_from_batch is not None
+        ) + "; the others: sgd; a resumed run keeps its own].",
+    )  # fmt: skip
     base_lr: float | None = setting(None, "lr = base lr x batch / 256.")
     warmup_epochs: float | None = setting(None, "Epochs of linear warmup.")
-    weight_decay: float | None = setting(None, "SGD weight decay.")
-    sgd_momentum: float | None = setting(None, "SGD momentum.")
+    weight_decay: float | None = setting(
+        None, "Weight decay (SGD: of every parameter; LARS: of the weights only)."
+    )
+    sgd_momentum: float | None = setting(None, "Momentum of the optimizer (SGD or LARS).")
+    trust_coefficient: float | None = setting(
+        None, f"lars only: its trust coefficient eta [{LARS_TRUST_COEFFICIENT:g}, You et al.'s and SimCLR's]."
+    )
     key_momentum: float | None = setting(None, "Momentum encoder m (moco, simo).")
     symmetric: bool = setting(False, "moco: symmetric loss (both views as queries).")
     bn_mode: str = setting(
@@ -195,6 +222,7 @@ def resolve_defaults(config: PretrainConfig, native_image_size: int | None = Non
     :class:`mitool.checks.ParameterError` naming the setting, its value and what is allowed."""
     method = method_spec(config.method)
     values = _method_defaults(config, method)
+    values.update(_optimizer_defaults(config, method, values))
     loss = checks.choice("loss", values.get("loss", config.loss), LOSSES)
     options = method.options_of_loss(
         loss, {name: getattr(config, name) for name in LOSS_OPTION_SETTINGS}, config.dataset
@@ -234,6 +262,25 @@ def _method_defaults(config: PretrainConfig, method: MethodSpec) -> dict[str, An
     }
 
 
+def _optimizer_defaults(config: PretrainConfig, method: MethodSpec, values: dict[str, Any]) -> dict[str, Any]:
+    """The optimizer (given, else the method's for the run's global batch) and, for LARS, the
+    unset settings of :data:`LARS_DEFAULTS`, which replace the dataset's and the method's."""
+    batch_size = config.batch_size if config.batch_size is not None else values["batch_size"]
+    optimizer = checks.choice(
+        "optimizer", config.optimizer or method.default_optimizer(batch_size), OPTIMIZERS
+    )
+    if optimizer != "lars":
+        if config.trust_coefficient is not None:
+            raise checks.ParameterError(
+                "trust_coefficient",
+                f"is LARS's; it does not apply to optimizer {optimizer} (leave it out or choose lars), got "
+                f"{config.trust_coefficient}",
+            )
+        return {"optimizer": optimizer}
+    lars = {name: value for name, value in LARS_DEFAULTS.items() if getattr(config, name) is None}
+    return {"optimizer": optimizer, **lars}
+
+
 _WHOLE_NUMBERS: dict[str, int] = dict(
     epochs=1, batch_size=2, bn_splits=1, embedding_dim=1, checkpoint_every=1, log_every=1, knn_k=1,
     image_size=8, max_steps=1, workers=0, knn_every=0, knn_max_samples=1, negatives=1, synthetic_size=1,
@@ -244,11 +291,12 @@ _NUMBERS: dict[str, dict[str, float]] = dict(
     warmup_epochs={"minimum": 0.0}, weight_decay={"minimum": 0.0}, temperature={"above": 0.0},
     base_lr={"above": 0.0}, knn_temperature={"above": 0.0}, max_minutes={"above": 0.0},
     key_momentum={"minimum": 0.0, "below": 1.0}, sgd_momentum={"minimum": 0.0, "below": 1.0},
+    trust_coefficient={"above": 0.0},
 )  # fmt: skip
 """Real-number settings and their limits (as :func:`mitool.checks.number` takes them)."""
 _CHOICES: dict[str, tuple[str, ...]] = dict(
     method=tuple(METHODS), loss=LOSSES, arch=ARCHITECTURES, dataset=DATASETS, device=DEVICES,
-    bn_mode=BN_MODES, gpu_augment=GPU_AUGMENT_MODES, precision=PRECISIONS,
+    bn_mode=BN_MODES, gpu_augment=GPU_AUGMENT_MODES, precision=PRECISIONS, optimizer=OPTIMIZERS,
 )  # fmt: skip
 
 

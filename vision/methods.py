@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FASHION_MNIST_SHORT_SCHEDULE",
+    "LARS_FROM_BATCH",
     "METHODS",
     "MethodSpec",
     "build_method",
@@ -43,6 +44,12 @@ FASHION_MNIST_SHORT_SCHEDULE: dict[str, float] = dict(batch_size=128, base_lr=0.
 learning rate with a short warmup, for the short schedules of a CPU or of a few GPU minutes
 (measured on a 2-core CPU with the small CNN; docs/vision-claims.md)."""
 
+LARS_FROM_BATCH = 512
+"""The global batch from which simclr and nnclr train with LARS when no optimizer is given (their
+papers' optimizer at large batch; MoCo and SiMo keep SGD, as theirs); below it momentum SGD. 512:
+the batch at which LARS was measured against SGD (docs/vision-claims.md, SGD against LARS), the
+smallest where it is known to do better; smaller batches keep the SGD rows they were tuned with."""
+
 
 @dataclass(frozen=True)
 class MethodSpec:
@@ -53,7 +60,8 @@ class MethodSpec:
     values); an option of a bound (eqco's alpha) applies when that loss is chosen. dataset_defaults:
     per dataset name, settings that replace ``defaults`` for that dataset. negatives_meaning: what
     ``negatives`` (K) means for the method; None when K is not a setting. implementation: the
-    class, as ``module:Class``."""
+    class, as ``module:Class``. lars_from_batch: the global batch from which the method trains with
+    LARS when ``optimizer`` is not given (:meth:`default_optimizer`); None: always SGD."""
 
     name: str
     summary: str
@@ -61,6 +69,13 @@ class MethodSpec:
     implementation: str
     dataset_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     negatives_meaning: str | None = None
+    lars_from_batch: int | None = None
+
+    def default_optimizer(self, batch_size: int) -> str:
+        """The optimizer when none is given: lars at a global batch of at least
+        :attr:`lars_from_batch`, else sgd."""
+        large = self.lars_from_batch is not None and batch_size >= self.lars_from_batch
+        return "lars" if large else "sgd"
 
     def defaults_for(self, dataset: str | None = None) -> dict[str, Any]:
         """The method's defaults, with those of ``dataset`` over them."""
@@ -109,10 +124,12 @@ METHODS: dict[str, MethodSpec] = {
             dict(loss="infonce", negatives=65536, temperature=0.2, key_momentum=0.999, base_lr=0.03,
                  warmup_epochs=0.0, alpha=256.0),
             "mitool.vision.moco:MoCo",
-            # the queue must be much smaller than the training set: a queue of K >= the N training images
-            # holds an older key of every query's own image as a negative (a fraction of about K / N of the
-            # queries does at K < N); 65 536 is ImageNet's, 4096 the MoCo CIFAR demo's (8% of CIFAR-10,
-            # 4% of STL-10's 105 000 train+unlabeled images); Fashion-MNIST: as SiMo's, with that queue
+            # the queue must be much smaller than the training set: past the first epoch a queue of K keys
+            # holds an older key of the query's own image, as a negative, for a share K (K + B) / 2N^2 ~
+            # (K / N)^2 / 2 of the queries (mitool.vision.common.own_image_share, simulated by
+            # bench/queue_share.py): 0.13% for ImageNet's 65 536, 0.36% for the MoCo CIFAR demo's 4096
+            # on CIFAR-10 at batch 256, 0.24% on Fashion-MNIST at batch 128; half of them at K = N, all
+            # at K = 2N, so K >= N is refused; Fashion-MNIST: as SiMo's, with that queue
             {"fashion-mnist": FASHION_MNIST_SHORT_SCHEDULE | dict(key_momentum=0.99, negatives=4096),
              "cifar10": dict(negatives=4096), "stl10": dict(negatives=4096),
              "synthetic": dict(negatives=256)},
@@ -134,6 +151,7 @@ METHODS: dict[str, MethodSpec] = {
             dict(loss="infonce", temperature=0.1, base_lr=0.3, warmup_epochs=10.0, alpha=256.0),
             "mitool.vision.simclr:SimCLR",
             {"fashion-mnist": FASHION_MNIST_SHORT_SCHEDULE | dict(temperature=0.2)},
+            lars_from_batch=LARS_FROM_BATCH,
         ),
         MethodSpec(
             "nnclr",
@@ -141,18 +159,21 @@ METHODS: dict[str, MethodSpec] = {
             "embeddings, a prediction head; the N - 1 other predictions of the batch as negatives",
             # the paper's (Dwibedi et al. 2021, section 3.3 and the support-set ablation; see
             # mitool.vision.nnclr): support set 98 304, embeddings of 256 (projection w-w-256 with BN,
-            # prediction 256-2w-256), tau 0.1; SGD with SimCLR's lr and warmup here (the paper: LARS)
+            # prediction 256-2w-256), tau 0.1; with SGD (below lars_from_batch) SimCLR's lr and warmup,
+            # with LARS (the paper's optimizer) config.LARS_DEFAULTS
             dict(loss="infonce", support_size=98304, embedding_dim=256, temperature=0.1, base_lr=0.3,
                  warmup_epochs=10.0, alpha=256.0),
             "mitool.vision.nnclr:NNCLR",
-            # the support set must be much smaller than the training set (a support set of S >= N
-            # images holds an older embedding of every image; refused): 4096 (7% of Fashion-MNIST's
-            # 60 000, 8% of CIFAR-10's 50 000, about the paper's 98 304 / 1.28 M), and on the small
+            # the support set must be much smaller than the training set, as MoCo's queue (the share of
+            # the queries with an older embedding of their own image in it is the queue's, with K = S:
+            # 0.31% for the paper's 98 304 of ImageNet's 1.28 M at batch 4096; half of them at S = N;
+            # refused from S = N on): 4096 (0.24% on Fashion-MNIST at batch 128), and on the small
             # synthetic sets a batch of 64 and 128 embeddings; Fashion-MNIST: the short schedule and
             # tau 0.2, as simclr's row (not tuned for nnclr)
             {"fashion-mnist": FASHION_MNIST_SHORT_SCHEDULE | dict(support_size=4096, temperature=0.2),
              "cifar10": dict(support_size=4096), "stl10": dict(support_size=4096),
              "synthetic": dict(support_size=128, batch_size=64)},
+            lars_from_batch=LARS_FROM_BATCH,
         ),
     )
 }  # fmt: skip

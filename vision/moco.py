@@ -26,9 +26,15 @@ Defaults (MoCo v2): InfoNCE, K = 65536 (ImageNet's; 4096, the MoCo CIFAR demo's,
 STL-10 and Fashion-MNIST: ``METHODS["moco"].dataset_defaults``), tau 0.2, m 0.999, SGD lr 0.03 x
 batch / 256 without warmup (``METHODS["moco"].defaults``). Sizes: the queue must hold at least the
 keys of one step (the global batch, twice that with the symmetric loss) and fewer keys than the
-training set has images (a queue of K >= N images holds an older key of every query's own image
-as a negative; at K < N about K / N of the queries still meet one), and with split-BN the local
-batch must split into the BN groups.
+training set has images, and with split-BN the local batch must split into the BN groups. Past
+the first epoch (a fresh shuffle of the N images each epoch, B keys enqueued per step) the
+previous epoch's key of a query's own image is in the queue, as a negative, for a share
+
+    K (K + B) / (2 N^2)  ~  (K / N)^2 / 2             of the queries, for K <= N
+
+(:func:`mitool.vision.common.own_image_share`, checked against a simulation of the order:
+bench/queue_share.py): 0.13% for K = 65 536 on ImageNet's 1.28 M images, 0.36% for the CIFAR demo's
+4096 on CIFAR-10 at batch 256; but 50% at K = N and all of them from K = 2N, hence the refusal.
 
 Head: Linear(w, w) -> ReLU -> Linear(w, 128), w the backbone's feature width (2048 for
 ResNet-50: the paper's 2048-2048-128), no BatchNorm. BatchNorm in the encoders: shuffle-BN (the
@@ -59,7 +65,7 @@ from mitool import checks
 from mitool.bounds import BoundResult
 from mitool.vision import distributed
 from mitool.vision.choices import EMBEDDING_DIM
-from mitool.vision.common import MakeBackbone, MomentumMethod, ring_buffer_write
+from mitool.vision.common import MakeBackbone, MomentumMethod, own_image_share, ring_buffer_write
 from mitool.vision.methods import METHODS
 
 if TYPE_CHECKING:
@@ -153,11 +159,14 @@ class MoCo(MomentumMethod):
     @classmethod
     def check_training_set(cls, config: PretrainConfig, images: int) -> None:
         if config.negatives >= images:
+            keys_per_image = 2 if config.symmetric else 1  # the symmetric loss enqueues both views' keys
+            share = own_image_share(images, config.negatives // keys_per_image, config.batch_size)
             raise checks.ParameterError(
                 "negatives",
-                f"(moco's queue size K) must be less than the {images} training images: a queue as large "
-                "as the data set holds an older key of each query's own image as a negative (the MoCo "
-                f"CIFAR demo uses 4096 for CIFAR-10's 50 000 images); got {config.negatives}",
+                f"(moco's queue size K) must be less than the {images} training images: with this queue "
+                f"{share:.0%} of the queries would meet an older key of their own image as a negative (half "
+                "of them at K = N, all at 2N; the MoCo CIFAR demo's 4096 on CIFAR-10's 50 000 images: "
+                f"0.36%); got {config.negatives}",
             )
 
     @classmethod

@@ -37,9 +37,12 @@ process holding the global batch. The support set, its write position and its fi
 buffers of the module: the checkpoint holds them, and a resumed run continues exactly.
 
 Sizes: the support set must hold at least the N embeddings written per step (the global batch)
-and fewer embeddings than the training set has images (a support set of S >= N images holds an
-older embedding of every image, so the neighbour of a view would often be its own image's; the
-paper's 98 304 is 7.7% of ImageNet's 1.28 M images): both refused otherwise.
+and fewer embeddings than the training set has images: both refused otherwise. Past the first
+epoch the support set holds the previous epoch's embedding of a query's own image for a share
+S (S + N) / (2 M^2) ~ (S / M)^2 / 2 of the queries, M the training images (MoCo's queue share,
+:func:`mitool.vision.common.own_image_share`): 0.31% for the paper's 98 304 of ImageNet's 1.28 M
+at batch 4096, 0.24% for 4096 on Fashion-MNIST at batch 128; but 50% at S = M and all of them
+from S = 2M, where a view's nearest neighbour would often be its own image.
 
 Defaults (``METHODS["nnclr"].defaults``), from the paper (section 3.3, implementation details,
 and its ablation of the support-set size, which grows from 8 192 to 98 304 and keeps the largest):
@@ -49,13 +52,15 @@ hidden widths follow the backbone as in the other methods' heads: projection
 Linear(w, w) -> BN -> ReLU -> Linear(w, w) -> BN -> ReLU -> Linear(w, d) -> BN and prediction
 Linear(d, 2w) -> BN -> ReLU -> Linear(2w, d), w the backbone's feature width (2048 for ResNet-50:
 the paper's sizes). The paper trains with LARS at batch 4096 for 1000 epochs (weight decay 1e-6,
-10 warmup epochs); here plain SGD with SimCLR's defaults (base lr 0.3, 10 warmup epochs, weight
-decay 1e-4), our choice. Per dataset (``dataset_defaults``): S = 4096 on CIFAR-10, STL-10 and
-Fashion-MNIST (the MoCo CIFAR demo's queue, a similar share of the data), 128 with a batch of 64
-on the synthetic images; Fashion-MNIST also takes the short-schedule settings of the other
-methods (batch 128, base lr 0.8, warmup 0.1 epoch) and tau 0.2 (simclr's row; not tuned for
-nnclr). Augmentation: the MoCo v2 two-view augmentation of every method here (the paper uses
-SimCLR's/BYOL's).
+10 warmup epochs): from a global batch of ``lars_from_batch`` the optimizer here is LARS too
+(:mod:`mitool.vision.lars`, with SimCLR's base lr 0.3, weight decay 1e-6 and trust coefficient
+0.001: ``config.LARS_DEFAULTS``); below it momentum SGD with SimCLR's SGD defaults (base lr 0.3,
+10 warmup epochs, weight decay 1e-4), our choice. Per dataset (``dataset_defaults``): S = 4096 on
+CIFAR-10, STL-10 and Fashion-MNIST (the MoCo CIFAR demo's queue, a similar share of the data), 128
+with a batch of 64 on the synthetic images; Fashion-MNIST also takes the short-schedule settings
+of the other methods (batch 128, base lr 0.8, warmup 0.1 epoch) and tau 0.2 (simclr's row; not
+tuned for nnclr). Augmentation: the MoCo v2 two-view augmentation of every method here (the paper
+uses SimCLR's/BYOL's).
 
 The nearest neighbours are found in float32 with autocast off, in chunks of the support set
 (never the whole (2B, S) similarity matrix at once), and the scores (2B, N) are formed in float32.
@@ -73,7 +78,7 @@ from torch import Tensor, nn
 from mitool import checks
 from mitool.bounds import BoundResult
 from mitool.vision import distributed
-from mitool.vision.common import ContrastiveMethod, MakeBackbone, ring_buffer_write
+from mitool.vision.common import ContrastiveMethod, MakeBackbone, own_image_share, ring_buffer_write
 from mitool.vision.methods import METHODS
 
 if TYPE_CHECKING:
@@ -213,12 +218,13 @@ class NNCLR(ContrastiveMethod):
     @classmethod
     def check_training_set(cls, config: PretrainConfig, images: int) -> None:
         if config.support_size >= images:
+            share = own_image_share(images, config.support_size, config.batch_size)
             raise checks.ParameterError(
                 "support_size",
-                f"(nnclr's support set) must be less than the {images} training images: a support set as "
-                "large as the data set holds an older embedding of every image, so a view's nearest "
-                f"neighbour would often be its own image (the paper: 98 304 of ImageNet's 1.28 M); got "
-                f"{config.support_size}",
+                f"(nnclr's support set) must be less than the {images} training images: with this support "
+                f"set {share:.0%} of the queries would find an older embedding of their own image in it "
+                "(half of them at S = N, all at 2N), often as their nearest neighbour (the paper: 98 304 "
+                f"of ImageNet's 1.28 M, 0.31%); got {config.support_size}",
             )
 
     @classmethod

@@ -33,7 +33,8 @@ PANELS: tuple[tuple[str, str], ...] = (
 
 
 def title_of(config: dict[str, Any] | None) -> str:
-    """The figure's title: method, loss (with its options), negatives, batch, architecture, data."""
+    """The figure's title: method, loss (with its options), negatives, batch (and LARS when the run used
+    it), architecture, data."""
     if config is None:
         return "pretraining run (no config.json)"
     settings = PretrainConfig(
@@ -41,8 +42,9 @@ def title_of(config: dict[str, Any] | None) -> str:
     )
     options = "".join(f", {name} {value:g}" for name, value in settings.loss_options().items())
     negatives = method_class(settings.method).describe_negatives(settings)
+    lars = ", LARS" if settings.optimizer == "lars" else ""
     return (
-        f"{settings.method}, loss {settings.loss}{options}, {negatives}, batch {settings.batch_size}, "
+        f"{settings.method}, loss {settings.loss}{options}, {negatives}, batch {settings.batch_size}{lars}, "
         f"tau {settings.temperature:g} ({settings.arch} on {settings.dataset})"
     )
 

@@ -35,9 +35,11 @@ CIFAR-10): our choice, so that the methods differ only in their loss and encoder
 
 Head: Linear(w, w) -> BN -> ReLU -> Linear(w, 128), w the backbone's feature width.
 
-Defaults (``METHODS["simclr"].defaults``): InfoNCE, tau 0.1, SGD lr 0.3 x batch / 256 after 10 warmup
-epochs (SimCLR trains with LARS; here plain SGD). K is not a setting: every anchor has the 2N - 2
-other views of the batch as negatives.
+Defaults (``METHODS["simclr"].defaults``): InfoNCE, tau 0.1, lr 0.3 x batch / 256 after 10 warmup
+epochs, with LARS (SimCLR's optimizer: weight decay 1e-6, trust coefficient 0.001, biases and
+BatchNorm excluded; :mod:`mitool.vision.lars`) from a global batch of ``lars_from_batch``, with
+momentum SGD (weight decay 1e-4) below it. K is not a setting: every anchor has the 2N - 2 other
+views of the batch as negatives.
 """
 
 from __future__ import annotations

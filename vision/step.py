@@ -1,20 +1,21 @@
 """One optimizer step of a pretraining run: both views forward under autocast, the backward pass
-queued, the loss and the gradient norm checked, the step taken (:func:`training_step`).
+queued, the loss and the gradient norm checked, the step taken (:func:`training_step`); the
+optimizer, momentum SGD or LARS (:func:`make_optimizer`).
 
 A NaN or infinite loss or gradient norm stops the run before the parameters take it, with
 :class:`TrainingDiverged` naming the step; under DDP the step's scalars (loss, mi, npc and the
 stop flags of every rank) travel in one all-reduce.
 
-Host synchronisations: on a GPU the host reads a device value only by waiting for the kernels
-that compute it. A step reads one thing, the step's scalars (and the previous step's gradient
-norm) in one transfer, once its backward pass is queued, so that the device is busy with the
-backward pass while the host waits for the forward's scalars. The gradient norm of a step is not
-read in that step: with an optimizer that can skip a step on the device (a fused one,
-:func:`make_optimizer`) a non-finite norm makes the optimizer leave the parameters and its state
-untouched (the ``found_inf`` input of torch's fused kernels, as GradScaler uses it), and the host
-learns of it with the next step's scalars (or before the next checkpoint,
-:func:`check_gradient_norm`), then stops the run naming the step. With another optimizer the norm
-is read in the step, before the optimizer takes it (one more synchronisation).
+Host synchronisations: on a GPU the host reads a device value only by waiting for the kernels that
+compute it. A step reads one thing, the step's scalars (and the previous step's gradient norm) in
+one transfer, once its backward pass is queued, so that the device is busy with the backward pass
+while the host waits for the forward's scalars. The gradient norm of a step is not read in that
+step: with an optimizer that can skip a step on the device (a fused SGD or
+:class:`~mitool.vision.lars.LARS`, :func:`make_optimizer`) a non-finite norm makes the optimizer
+leave the parameters and its state untouched (the ``found_inf`` input of torch's fused kernels, as
+GradScaler uses it), and the host learns of it with the next step's scalars (or before the next
+checkpoint, :func:`check_gradient_norm`), then stops the run naming the step. With another
+optimizer the norm is read in the step, before the optimizer takes it (one more synchronisation).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from mitool import checks
 from mitool.vision import distributed
 
 __all__ = [
@@ -60,11 +62,32 @@ class StepResult:
 
 
 def make_optimizer(
-    parameters: Iterable[Tensor], lr: float, momentum: float, weight_decay: float, device: torch.device
-) -> torch.optim.SGD:
-    """The runs' SGD, fused where torch has fused SGD kernels for ``device`` (CPU and CUDA): one
-    kernel launch per group of tensors, and a step that a non-finite gradient norm can cancel on the
-    device (see the module docstring)."""
+    parameters: Iterable[Tensor],
+    lr: float,
+    momentum: float,
+    weight_decay: float,
+    device: torch.device,
+    optimizer: str = "sgd",
+    trust_coefficient: float | None = None,
+) -> torch.optim.Optimizer:
+    """The run's optimizer, one of :data:`mitool.vision.choices.OPTIMIZERS`.
+
+    "sgd": momentum SGD with weight decay on every parameter, fused where torch has fused SGD
+    kernels for ``device`` (CPU and CUDA): one kernel launch per group of tensors, and a step that a
+    non-finite gradient norm can cancel on the device (see the module docstring). "lars":
+    :class:`~mitool.vision.lars.LARS` with ``trust_coefficient`` (default
+    :data:`~mitool.vision.choices.LARS_TRUST_COEFFICIENT`), the weights adapted and decayed, biases and
+    BatchNorm parameters neither (:func:`~mitool.vision.lars.lars_parameter_groups`)."""
+    from mitool.vision.choices import LARS_TRUST_COEFFICIENT, OPTIMIZERS
+    from mitool.vision.lars import LARS, lars_parameter_groups
+
+    checks.choice("optimizer", optimizer, OPTIMIZERS)
+    if optimizer == "lars":
+        coefficient = LARS_TRUST_COEFFICIENT if trust_coefficient is None else trust_coefficient
+        return LARS(
+            lars_parameter_groups(parameters, weight_decay), lr=lr, momentum=momentum,
+            weight_decay=weight_decay, trust_coefficient=coefficient,
+        )  # fmt: skip
     from torch.optim.optimizer import _get_fused_kernels_supported_devices
 
     fused = device.type in _get_fused_kernels_supported_devices()
@@ -75,7 +98,9 @@ def make_optimizer(
 
 def skips_on_device(optimizer: torch.optim.Optimizer) -> bool:
     """Whether ``optimizer`` takes a ``found_inf`` flag that cancels its step on the device (torch's
-    fused optimizers)."""
+    fused optimizers, and :class:`~mitool.vision.lars.LARS`)."""
+    if getattr(optimizer, "reads_found_inf", False):
+        return True
     return bool(getattr(optimizer, "_step_supports_amp_scaling", False)) and all(
         group.get("fused") for group in optimizer.param_groups
     )

@@ -1,6 +1,7 @@
 """The pretraining loop: one process (CPU or one GPU) or torchrun DDP, with exact resume.
 
-Optimisation: SGD (momentum 0.9, weight decay 1e-4; torch's fused kernels) on the warmup + cosine
+Optimisation: momentum SGD (momentum 0.9, weight decay 1e-4; torch's fused kernels) or LARS
+(:mod:`mitool.vision.lars`; simclr's and nnclr's default at large batch) on the warmup + cosine
 schedule of :mod:`mitool.vision.schedule`, one optimizer step at a time (:mod:`mitool.vision.step`),
 where ``--batch-size`` is the global batch N (N / W images per process on W processes) and steps
 are counted in optimizer steps. On CUDA the forward pass runs under bf16 autocast (the scores and
@@ -237,6 +238,9 @@ def start_run(config: PretrainConfig, resume: bool) -> Run:
     device, rank, world = distributed.setup(config.device)
     info = dataset_info(config.dataset, config.data_dir, **config.synthetic_options())
     augment_given = config.gpu_augment is not None
+    saved = _previous_run(config, resume) if resume else None
+    if saved is not None and config.optimizer is None:  # a resumed run keeps its optimizer (and its defaults)
+        config = dataclasses.replace(config, optimizer=saved["config"].get("optimizer") or "sgd")
     config = resolve_defaults(config, info.image_size)
     method = method_class(config.method)
     if config.batch_size % world:
@@ -244,7 +248,8 @@ def start_run(config: PretrainConfig, resume: bool) -> Run:
             "batch_size", f"must be divisible by the {world} processes that share it, got {config.batch_size}"
         )
     method.check_sizes(config, world)
-    saved = _previous_run(config, resume)
+    if not resume:
+        _previous_run(config, resume)  # refuses a folder that holds a run
     if saved is not None and not augment_given:  # a resumed run keeps where its views were made
         config = dataclasses.replace(config, gpu_augment=saved["config"].get("gpu_augment", "off"))
     config = _with_schedule_steps(_with_workers(config, saved), saved)
@@ -255,7 +260,10 @@ def start_run(config: PretrainConfig, resume: bool) -> Run:
     _seed_everything(config.seed)
     model = build_method(config, info.channels, device)
     trained = [parameter for parameter in model.parameters() if parameter.requires_grad]
-    optimizer = make_optimizer(trained, schedule.peak_lr, config.sgd_momentum, config.weight_decay, device)
+    optimizer = make_optimizer(
+        trained, schedule.peak_lr, config.sgd_momentum, config.weight_decay, device, config.optimizer,
+        config.trust_coefficient,
+    )  # fmt: skip
     scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
     run = Run(
         config, method, info, device, rank, world, loader, augment, schedule, model, model, optimizer, scaler,
@@ -306,7 +314,7 @@ def _check_resumable(config: PretrainConfig, saved: dict[str, Any] | None) -> No
     if saved is None:
         return
     current = config.to_dict()
-    for key, value in saved["config"].items():
+    for key, value in {"optimizer": "sgd", **saved["config"]}.items():  # runs before LARS: SGD
         if key not in RESUMABLE_CHANGES and key != "out" and current.get(key) != value:
             raise checks.ParameterError(
                 "resume",

@@ -65,8 +65,9 @@ def _number_text(value: float) -> str:
 
 
 def run_name(config: dict[str, Any]) -> str:
-    """``method-loss[-K<negatives>][-S<support>][-a<alpha>]-b<batch>-t<temperature>-s<seed>`` (K for
-    the methods that have it, S for nnclr's support set, alpha for eqco)."""
+    """``method-loss[-K<negatives>][-S<support>][-a<alpha>]-b<batch>-t<temperature>[-lars]-s<seed>`` (K
+    for the methods that have it, S for nnclr's support set, alpha for eqco, ``lars`` for a run with
+    the LARS optimizer)."""
     parts = [config["method"], config["loss"]]
     if config["negatives"] is not None:
         parts.append(f"K{config['negatives']}")
@@ -74,7 +75,10 @@ def run_name(config: dict[str, Any]) -> str:
         parts.append(f"S{config['support_size']}")
     if config["alpha"] is not None:
         parts.append(f"a{_number_text(config['alpha'])}")
-    parts += [f"b{config['batch_size']}", f"t{_number_text(config['temperature'])}", f"s{config['seed']}"]
+    parts += [f"b{config['batch_size']}", f"t{_number_text(config['temperature'])}"]
+    if config.get("optimizer") == "lars":
+        parts.append("lars")
+    parts.append(f"s{config['seed']}")
     return "-".join(parts)
 
 

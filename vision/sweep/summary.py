@@ -18,11 +18,12 @@ from mitool.vision.sweep.worker import RESULT_FILE, RUN_FILE
 __all__ = ["SUMMARY_COLUMNS", "summary_rows", "write_summary"]
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
-    "name", "method", "loss", "negatives", "alpha", "batch_size", "temperature", "seed", "epochs",
-    "steps", "images_per_second", "loss_final", "mi_final", "npc_final", "npc_mean", "knn_top1",
+    "name", "method", "loss", "negatives", "alpha", "batch_size", "temperature", "optimizer", "seed",
+    "epochs", "steps", "images_per_second", "loss_final", "mi_final", "npc_final", "npc_mean", "knn_top1",
     "knn_top5", "linear_top1", "alignment", "uniformity", "support_size", "wall_minutes", "status",
 )  # fmt: skip
-"""summary.csv: the run's settings; steps made; training images/s (two views each); loss, MI
+"""summary.csv: the run's settings (optimizer: empty for a run made before it was a setting, SGD);
+steps made; training images/s (two views each); loss, MI
 estimate (nats) and NPC multiplier q_B averaged over the last 10% of the steps (``*_final``) and
 q_B over the whole run (``npc_mean``); kNN top-1/top-5 and linear top-1 (fractions; empty when not
 evaluated); alignment and uniformity of the normalised embeddings on the held-out batch at the
@@ -80,8 +81,8 @@ def summary_rows(out: str | os.PathLike) -> list[dict[str, Any]]:
         records = read_records(str(directory))
         row = {
             key: config.get(key)
-            for key in ("method", "loss", "negatives", "alpha", "batch_size", "temperature", "seed", "epochs",
-                        "support_size")
+            for key in ("method", "loss", "negatives", "alpha", "batch_size", "temperature", "optimizer",
+                        "seed", "epochs", "support_size")
         }  # fmt: skip
         row.update(_training_figures(records))
         row.update(_held_out_figures(records))
