@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-__all__ = ["ParameterError", "choice", "fraction", "number", "positive", "whole_number"]
+__all__ = ["ParameterError", "TooFewSamples", "choice", "fraction", "number", "positive", "whole_number"]
 
 
 class ParameterError(ValueError):
@@ -42,6 +42,12 @@ class ParameterError(ValueError):
     def render(self, spell: Callable[[str], str]) -> str:
         """The message with every parameter spelled by ``spell`` (e.g. the command's flag)."""
         return f"{spell(self.parameter)} {self._filled(spell)}"
+
+
+class TooFewSamples(ParameterError):
+    """Fewer samples than an estimator or a test needs: ``parameter`` names the data ("x"), the
+    message how many there are and how many are needed. Callers that can do without those data (a
+    group of a discrete Z too small for the estimator within it) catch this class, not the words."""
 
 
 def whole_number(

@@ -827,9 +827,7 @@ def _within_groups(
         rows = groups == group
         try:
             parts.append((rows.mean(), _raw_estimate(x[rows], y[rows], None, within, None)))
-        except checks.ParameterError as error:
-            if "too few samples" not in str(error):
-                raise
+        except checks.TooFewSamples:
             skipped.append(int(rows.sum()))
     if not parts:
         raise checks.ParameterError("z", "has no group of Z with enough pairs for the estimator within it")

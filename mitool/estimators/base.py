@@ -388,7 +388,7 @@ class Estimator:
         dims = [part.shape[1] for part in rows if part is not None]
         needed = self.minimum_pairs(*dims)
         if len(rows[0]) < needed:
-            raise checks.ParameterError(
+            raise checks.TooFewSamples(
                 "x", f"has too few samples ({len(rows[0])}; {self.name} needs at least {needed})"
             )
 
@@ -561,7 +561,7 @@ def rows_and_notes(
             )
     arrays, notes = complete_rows(arrays, missing)
     if len(arrays["x"]) < FEWEST_PAIRS:
-        raise checks.ParameterError(
+        raise checks.TooFewSamples(
             "x", f"has too few samples ({len(arrays['x'])}{' without a missing value' * bool(notes)}; an MI "
             f"needs at least {FEWEST_PAIRS} pairs, and each estimator its minimum_pairs)",
         )  # fmt: skip
@@ -609,11 +609,9 @@ def normal_interval(
 ) -> tuple[float, float]:
     """value +- q * stderr, q the (1 + level)/2 quantile of Student's t with ``degrees`` degrees
     of freedom (those of the variance estimate behind ``stderr``; infinite: the normal's)."""
-    from scipy import stats
+    from scipy.special import ndtri, stdtrit  # scipy.stats's own quantiles, without its import
 
-    quantile = (
-        stats.norm.ppf(0.5 + level / 2) if math.isinf(degrees) else stats.t.ppf(0.5 + level / 2, degrees)
-    )
+    quantile = ndtri(0.5 + level / 2) if math.isinf(degrees) else stdtrit(degrees, 0.5 + level / 2)
     half = float(quantile) * stderr
     return float(value - half), float(value + half)
 

@@ -80,7 +80,7 @@ def gaussian_mi(x: np.ndarray, y: np.ndarray, bias_correction: bool = True) -> f
     more pairs than dx + dy + 1."""
     n, dim_x, dim_y = len(x), x.shape[1], y.shape[1]
     if n <= dim_x + dim_y + 1:
-        raise checks.ParameterError(
+        raise checks.TooFewSamples(
             "x", f"has too few samples ({n}) for a {dim_x + dim_y}-dimensional covariance"
         )
     columns_x, columns_y = list(range(dim_x)), list(range(dim_x, dim_x + dim_y))
@@ -95,7 +95,7 @@ def gaussian_conditional_mi(
     """I(X; Y | Z) of the Gaussian with the sample covariance of (x, y, z), nats (see the module)."""
     n, dims = len(x), (x.shape[1], y.shape[1], z.shape[1])
     if n <= sum(dims) + 1:
-        raise checks.ParameterError(
+        raise checks.TooFewSamples(
             "x", f"has too few samples ({n}) for a {sum(dims)}-dimensional covariance"
         )
     cx, cy = list(range(dims[0])), list(range(dims[0], dims[0] + dims[1]))

@@ -362,7 +362,7 @@ class NeuralEstimator(Estimator):
             if settings.folds >= 2:
                 held_out = f"{settings.folds} cross-fitting folds (each trained on the others)"
             validation = f"{100 * settings.validation_fraction:g}% of the training pairs for early stopping"
-            raise checks.ParameterError(
+            raise checks.TooFewSamples(
                 "x",
                 f"has too few samples ({n}; at least {self.minimum_pairs(1, 1)} for a training batch of "
                 f"{settings.batch_size} pairs with {held_out} and {validation})",
@@ -642,17 +642,16 @@ def _generators(seeds: Sequence[int]) -> list[Any]:
 def _stacked_critics(
     settings: NeuralSettings, dims: tuple[int, int], seeds: Sequence[int], start_at_zero: bool
 ) -> Any:
-    """R critics, critic r built under torch's global seed ``seeds[r]`` (its output layer zero when
-    ``start_at_zero``: it corrects a base critic), stacked on the device."""
-    import torch
-
+    """R critics, critic r initialised from a generator seeded with ``seeds[r]``
+    (:func:`mitool.seeding.seeded`; its output layer zero when ``start_at_zero``: it corrects a base
+    critic), stacked on the device."""
+    from mitool.seeding import seeded
     from mitool.stacked import StackedCritics
 
     made = []
     options = critics.pick_options(settings.critic, vars(settings))
     for seed in seeds:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with seeded(seed):
             critic = critics.make_critic(settings.critic, *dims, **options)
         made.append((critic.start_at_zero() if start_at_zero else critic).to(settings.device))
     return StackedCritics(made)
