@@ -57,6 +57,9 @@ class Samples:
     columns: tuple[str, ...] | None = None
     notes: tuple[str, ...] = ()
     image_shape: tuple[int, ...] | None = None
+    unusable: tuple[tuple[str, str], ...] = ()
+    """(column name, the error it gives if used): columns of a table read with ``lenient`` whose
+    fields cannot be read (a word among numbers), an error only for a question that uses them."""
 
     def select(self, name: str, parameter: str, names: str, path: str | Path) -> Samples:
         """The columns ``names`` (comma-separated, as the header names them) of this table as the
@@ -76,6 +79,9 @@ class Samples:
                 parameter, f"names {', '.join(map(repr, missing)) or 'no column'}, not a column of "
                 f"{Path(path).name}; its columns: {listed}",
             )  # fmt: skip
+        for part in wanted:
+            if part in dict(self.unusable):
+                raise ValueError(dict(self.unusable)[part])
         index = [self.columns.index(part) for part in wanted]
         values = self.values[:, index]
         if values.dtype == object and all(isinstance(value, float) for value in values.ravel()):
@@ -116,17 +122,19 @@ def read_variables(
         raise ParameterError(
             "y", f"({y}) cannot be given with {{=x_columns}}: X is then the one table", ("x_columns",)
         )
-    table = load_samples(x, "table")
+    table = load_samples(x, "table", lenient=True)
     chosen = [("X", "x_columns", x_columns), ("Y", "y_columns", y_columns), ("Z", "z", z)]
     read = [table.select(name, parameter, names, x) for name, parameter, names in chosen if names is not None]
     return [replace(read[0], notes=(*table.notes, *read[0].notes)), *read[1:]]
 
 
-def load_samples(path: str | Path, name: str) -> Samples:
+def load_samples(path: str | Path, name: str, lenient: bool = False) -> Samples:
     """The samples of a .npy, .npz (one array) or .csv file (:func:`table` says how a CSV is read);
     1-D data become (n, 1). Numbers must be finite; a .npy/.npz array of text (dtype <U) holds
     labels. ``name`` ("X", "Y" or "Z") starts every note and every error message: ValueError (or
-    FileNotFoundError) with one line naming the file and the problem."""
+    FileNotFoundError) with one line naming the file and the problem; ``lenient``: a CSV column
+    whose fields cannot be read is kept aside (:attr:`Samples.unusable`) rather than refused, for a
+    table of which some columns are asked."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{name}: no such file: {path}")
@@ -139,7 +147,7 @@ def load_samples(path: str | Path, name: str) -> Samples:
         )
     try:
         if suffix == ".csv":
-            return _read_csv(path, name)
+            return _read_csv(path, name, lenient)
         data = _read_array(path, suffix, name)
     except ValueError as error:
         if str(error).startswith(f"{name}:"):
@@ -201,7 +209,7 @@ def _array_samples(data: np.ndarray, path: Path, name: str) -> Samples:
 # --- CSV: the rules, as functions of the rows -------------------------------------------------------
 
 
-def _read_csv(path: Path, name: str) -> Samples:
+def _read_csv(path: Path, name: str, lenient: bool = False) -> Samples:
     """The samples of a CSV file by :func:`table`; a file of numbers only is parsed by numpy (the
     same rules, five times faster), anything else, or any problem, by the csv module, which names the
     line and column of a bad field. A leading byte-order mark (as Excel writes) is skipped."""
@@ -217,7 +225,7 @@ def _read_csv(path: Path, name: str) -> Samples:
         numbers = _numbers(path, 0)
         if numbers is not None:
             return _samples(None, list(numbers.T), name, path)
-    return table(_rows(path), name, path)
+    return table(_rows(path), name, path, lenient)
 
 
 def _numbers(path: Path, skip: int) -> np.ndarray | None:
@@ -278,7 +286,7 @@ def _fields(row: list[str]) -> list[str]:
     ]
 
 
-def table(rows: Sequence[tuple[int, Sequence[str]]], name: str, path: Path) -> Samples:
+def table(rows: Sequence[tuple[int, Sequence[str]]], name: str, path: Path, lenient: bool = False) -> Samples:
     """The samples of a CSV file's rows: (line, stripped fields) without blank lines.
 
     Decided here, and why:
@@ -320,9 +328,10 @@ def table(rows: Sequence[tuple[int, Sequence[str]]], name: str, path: Path) -> S
             f"the first data line {len(body[0][1])}"
         )
     _check_widths(body, name, path)
-    columns, date_notes = _columns(body, name, path, header)
+    columns, date_notes, unusable = _columns(body, name, path, header, lenient)
     samples = _samples(header, columns, name, path)
-    samples = replace(samples, notes=(*samples.notes, *date_notes))
+    named = tuple((header[j], problem) for j, problem in unusable.items()) if header else ()
+    samples = replace(samples, notes=(*samples.notes, *date_notes), unusable=named)
     if header is None and first == ["0"] and len(rows) > 1:
         kept = (
             f"{name}: line {first_line} reads 0, as pandas heads a column it numbered; kept as data, "
@@ -427,14 +436,19 @@ def _check_widths(rows: Sequence[tuple[int, Sequence[str]]], name: str, path: Pa
 
 
 def _columns(
-    body: Sequence[tuple[int, Sequence[str]]], name: str, path: Path, header: tuple[str, ...] | None
-) -> tuple[list[np.ndarray], list[str]]:
+    body: Sequence[tuple[int, Sequence[str]]],
+    name: str,
+    path: Path,
+    header: tuple[str, ...] | None,
+    lenient: bool = False,
+) -> tuple[list[np.ndarray], list[str], dict[int, str]]:
     """Each column as float64 numbers or an object array of labels (``str``), and the notes on
     columns read as dates. A missing value (:data:`MISSING_TEXT`: an empty field, NA, NaN, null, ...)
     is NaN in a column of numbers and None in one of labels; :mod:`mitool.estimators.values` decides
     what it does. A column of dates and times (ISO 8601, as pandas and R write them) becomes the days
     since its earliest one. The first bad field of the table (by line, then column: infinity, or a
-    word in a column of numbers) is an error naming it."""
+    word in a column of numbers) is an error naming it; with ``lenient`` (and a header) each bad
+    column's first error is returned by column instead, the column kept as labels."""
     lines = [line for line, _ in body]
     columns: list[np.ndarray] = []
     notes: list[str] = []
@@ -468,10 +482,15 @@ def _columns(
             notes.append(f"{name}: column {title} holds words and {sum(numeric)} numbers, all read as labels")
         columns.append(np.array([None if gap else field for field, gap in zip(fields, gaps, strict=True)],
                                 dtype=object))  # fmt: skip
-    if problems:
+    first = {}
+    for line, column, problem in sorted(problems, reverse=True):
+        first[column - 1] = f"{name}: {path} line {line}, column {column}{problem}"
+    if problems and not (lenient and header):
         line, column, problem = min(problems)
         raise ValueError(f"{name}: {path} line {line}, column {column}{problem}")
-    return columns, notes
+    for j in first:
+        columns[j] = np.array(list(_transposed(body)[j]), dtype=object)
+    return columns, notes, first
 
 
 def _moment(field: str) -> datetime.datetime:

@@ -393,3 +393,18 @@ def test_columns_of_one_table_by_name(tmp_path: Path) -> None:
     )
     alone = CliRunner().invoke(cli, ["estimate", str(table), "--x", "a"])
     assert alone.exit_code == 2 and "--y is needed too" in alone.output
+
+
+def test_a_bad_column_of_a_table_matters_only_to_questions_that_use_it(tmp_path: Path) -> None:
+    """Cars93's Cylinders holds 'rotary' among numbers: asking Min.Price against Type refused the
+    whole table; now only a question that uses Cylinders is refused, naming the field."""
+    path = tmp_path / "cars.csv"
+    rows = [f"{price},{kind},{cylinders}" for price, kind, cylinders in
+            zip(range(40), ["Small", "Large"] * 20, ["4"] * 39 + ["rotary"], strict=True)]  # fmt: skip
+    path.write_text("price,kind,cylinders\n" + "\n".join(rows) + "\n")
+    fine = CliRunner().invoke(cli, ["estimate", str(path), "--x", "price", "--y", "kind", "--quiet"])
+    assert fine.exit_code == 0, fine.output
+    bad = CliRunner().invoke(cli, ["estimate", str(path), "--x", "price", "--y", "cylinders", "--quiet"])
+    assert bad.exit_code == 2 and "line 41, column 3: 'rotary' is not a number" in bad.output
+    whole = CliRunner().invoke(cli, ["estimate", str(path), str(path)])
+    assert whole.exit_code == 2 and "'rotary' is not a number" in whole.output

@@ -42,12 +42,12 @@ def ross_mi(x: np.ndarray, y: np.ndarray, k: int = 3) -> float:
     from scipy.special import digamma
 
     codes = category_codes(y)
-    kept = _kept_classes(codes)
+    total, kept = len(codes), _kept_classes(codes)
     x, codes = standardise(x[kept])[0], codes[kept]
     n = len(x)
     if n < 2:
         raise checks.ParameterError(
-            "y", f"has no class with two points or more (a different value in each of its {len(codes)} rows: "
+            "y", f"has no class with two points or more (a different value in each of its {total} rows: "
             "an identifier, such as a name); the MI of an identifier with anything is log n, so it says "
             "nothing: leave the column out",
         )  # fmt: skip
