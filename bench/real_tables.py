@@ -57,14 +57,32 @@ def questions(frame) -> list[tuple[list[str], list[str]]]:
     return asked
 
 
+def read_sides(path: Path, x: list[str], y: list[str]) -> list:
+    """X and Y as the command line reads them: columns of the table by name (``--x``/``--y``), or,
+    with a mitool that has no such option (to measure one from before it), each side written by
+    pandas to a file of its own as a user then had to."""
+    from mitool.cli import io
+
+    if hasattr(io, "read_variables"):
+        return io.read_variables(str(path), None, None, ",".join(x), ",".join(y))
+    import pandas
+
+    frame = pandas.read_csv(path, index_col=0)
+    files = []
+    for side, columns in (("X", x), ("Y", y)):
+        written = path.with_name(f"{path.stem}-{side}.csv")
+        frame[columns].to_csv(written, index=False)
+        files.append(io.load_samples(written, side))
+    return files
+
+
 def answer(path: Path, x: list[str], y: list[str], permutations: int) -> dict:
     """The estimate and the test of one question, read from the CSV file as the command line reads it."""
     import mitool
-    from mitool.cli.io import read_variables
 
     row: dict = {"x": ",".join(x), "y": ",".join(y)}
     try:
-        read = read_variables(str(path), None, None, ",".join(x), ",".join(y))
+        read = read_sides(path, x, y)
         start = time.perf_counter()
         result = mitool.estimate(read[0].as_given(), read[1].as_given())
         row |= {
