@@ -102,6 +102,7 @@ class Classifier(Estimator):
         import torch
 
         from mitool.critics.networks import mlp
+        from mitool.seeding import seeded
 
         settings = self.settings
         labels = category_codes(y)
@@ -116,10 +117,9 @@ class Classifier(Estimator):
         def tensor(array: np.ndarray, kind=torch.float32):
             return torch.as_tensor(array, dtype=kind, device=settings.device)
 
-        torch.manual_seed(seed)
-        network = mlp(x.shape[1], classes, settings.hidden, settings.hidden_layers, "gelu").to(
-            settings.device
-        )
+        with seeded(seed):  # the initial weights from a generator of their own
+            network = mlp(x.shape[1], classes, settings.hidden, settings.hidden_layers, "gelu")
+        network = network.to(settings.device)
         parts = {
             name: (tensor(rows), tensor(labels[index], torch.long))
             for name, rows, index in (

@@ -304,9 +304,14 @@ def _batches(
          for length, generator in zip(fit.lengths, generators, strict=True)]
     ).to(fit.x.device)  # fmt: skip
     x_batch, y_batch = fit.x[run_index, rows], fit.y[run_index, rows]
-    if schedule.input_noise:
-        x_batch = x_batch + schedule.input_noise * torch.randn_like(x_batch)
-        y_batch = y_batch + schedule.input_noise * torch.randn_like(y_batch)
+    if schedule.input_noise:  # each run's noise from its own generator, never torch's process-wide one
+
+        def noise(batch: Tensor) -> Tensor:
+            drawn = [torch.randn(batch.shape[1:], generator=generator) for generator in generators]
+            return torch.stack(drawn).to(device=batch.device, dtype=batch.dtype)
+
+        x_batch = x_batch + schedule.input_noise * noise(x_batch)
+        y_batch = y_batch + schedule.input_noise * noise(y_batch)
     return x_batch, y_batch
 
 

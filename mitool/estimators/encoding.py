@@ -150,8 +150,9 @@ def encode(
     principal = torch.as_tensor((rows - mean) @ axes[:components].T / scale, dtype=torch.float32)
     explained = float((singular[:components] ** 2).sum() / (singular**2).sum())
     linear = principal[:, :dimension] / principal[train][:, :dimension].std(0).clamp_min(1e-12)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    from mitool.seeding import seeded
+
+    with seeded(seed):  # the initial weights from a generator of their own
         encoder, decoder = _mlp(components, hidden, dimension), _mlp(dimension, hidden, components)
     torch.nn.init.zeros_(encoder[-1].weight)
     torch.nn.init.zeros_(encoder[-1].bias)

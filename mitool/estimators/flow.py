@@ -282,8 +282,9 @@ class _Model:
                               - 0.5 * (dim_x + dim_y) * _LOG_2PI)  # fmt: skip
         tensor = partial(torch.as_tensor, dtype=torch.float32, device=settings.device)
         self.mean_x, self.mean_y, self.map_x, self.map_y = map(tensor, (mean_x, mean_y, map_x, map_y))
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        from mitool.seeding import seeded
+
+        with seeded(seed):  # the flows' initial weights from a generator of their own
             self.module = torch.nn.ModuleDict({"x": _flow(dim_x, settings), "y": _flow(dim_y, settings)})
         self.module.register_parameter("theta", torch.nn.Parameter(tensor(theta).cpu()))
         self.module.to(settings.device)
