@@ -2,9 +2,12 @@
 :mod:`mitool.toy` and :mod:`mitool.vision`.
 
 Errors in what the user asked for (ValueError from the library, bad files) become a one-line
-message and exit code 2, never a traceback. Each sub-command's module is imported when that command
-runs (or shows its help), so ``mitool --help`` imports none of them, and none imports torch,
-torchvision or matplotlib before its command runs.
+message and exit code 2, never a traceback; a package that a route needs and cannot import (torch
+for a network), a one-line message naming what to install, exit code 1. Each sub-command's module
+is imported when that command runs (or shows its help), so ``mitool --help`` imports none of them.
+None imports torch, torchvision or matplotlib before its command runs, and ``estimate``, ``test``
+and ``matrix`` import torch only to train a network and matplotlib only to draw a figure: their
+k-NN, Gaussian, plug-in and permutation routes run without either (tests/test_no_torch.py).
 """
 
 from __future__ import annotations
@@ -55,6 +58,18 @@ class LazyGroup(FriendlyGroup):
         except KeyboardInterrupt:
             click.echo("mitool: interrupted before anything was written", err=True)
             sys.exit(130)
+        except ModuleNotFoundError as error:  # a route's own package, imported where it is needed
+            missing = (error.name or "").partition(".")[0]
+            if not missing or missing == "mitool":
+                raise
+            package = _PACKAGES.get(missing, missing)
+            raise click.ClickException(
+                f"this needs {missing}, which cannot be imported ({error}); install it: pip install {package}"
+            ) from None
+
+
+_PACKAGES = {"sklearn": "scikit-learn", "distributed": "mitool[distributed]", "dask": "mitool[distributed]"}
+"""The pip name of an imported module where the two differ."""
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

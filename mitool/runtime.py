@@ -9,16 +9,22 @@ Every ``mitool`` command calls :func:`set_threads_to_free_cores` when it starts 
 
     import mitool.runtime
     mitool.runtime.set_threads_to_free_cores()   # or torch.set_num_threads(n)
+
+Setting the count never imports torch (about 2 s, for a route that trains no network): where torch
+is not imported yet, the count is kept and set the moment torch is first imported (a finder first on
+``sys.meta_path`` wraps torch's loader, and steps aside once it has found torch).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
+import threading
 import time
-
-from mitool.lazy import lazy_import
-
-torch = lazy_import("torch")  # loaded when the threads are set, not when a command's help is read
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+from typing import Any
 
 __all__ = [
     "available_memory",
@@ -79,7 +85,8 @@ def free_cores(sample_seconds: float = 0.1) -> int:
 def set_threads_to_free_cores(maximum: int | None = None) -> int:
     """Set torch's intra-op thread count to the free cores (or to $MITOOL_THREADS when set),
     divided among the $LOCAL_WORLD_SIZE processes a launcher such as torchrun starts on this
-    machine, at most ``maximum``; returns the count."""
+    machine, at most ``maximum``; returns the count. Set now where torch is imported, else when it
+    is first imported (never imported here)."""
     forced = os.environ.get("MITOOL_THREADS")
     if forced:
         try:
@@ -95,10 +102,63 @@ def set_threads_to_free_cores(maximum: int | None = None) -> int:
         threads = max(1, free_cores() // max(1, processes_here))
     if maximum is not None:
         threads = max(1, min(threads, maximum))
-    torch.set_num_threads(threads)
     global _chosen
     _chosen = threads
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "set_num_threads"):  # imported (not importing): set now
+        torch.set_num_threads(threads)
+    else:
+        _set_threads_when_torch_loads()
     return threads
+
+
+class _ThenSetThreads:
+    """torch's own loader, which sets torch's thread count to :data:`_chosen` once torch's code has
+    run; every other attribute is the wrapped loader's."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        if _chosen is not None:
+            module.set_num_threads(_chosen)
+
+
+class _TorchThreadsFinder:
+    """First on ``sys.meta_path`` until torch is imported: finds torch with the finders after it,
+    gives the spec a :class:`_ThenSetThreads` loader and leaves ``sys.meta_path``."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        if name != "torch":
+            return None
+        _leave_meta_path()
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenSetThreads(spec.loader)
+        return spec
+
+
+_finder = _TorchThreadsFinder()
+_finder_lock = threading.Lock()
+
+
+def _leave_meta_path() -> None:
+    with _finder_lock:
+        if _finder in sys.meta_path:
+            sys.meta_path.remove(_finder)
+
+
+def _set_threads_when_torch_loads() -> None:
+    with _finder_lock:
+        if _finder not in sys.meta_path:
+            sys.meta_path.insert(0, _finder)
 
 
 def available_memory() -> int | None:

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-__all__ = ["CONFIDENCE", "MOST_PAIRS", "copula_bound", "normal_scores"]
+__all__ = ["CONFIDENCE", "MOST_PAIRS", "average_ranks", "copula_bound", "normal_scores"]
 
 CONFIDENCE = 0.95
 """The one-sided confidence of :func:`copula_bound` over all the pairs of columns together."""
@@ -30,10 +30,32 @@ MOST_PAIRS = 10_000
 
 def normal_scores(rows: np.ndarray) -> np.ndarray:
     """Each column's ranks (ties averaged) sent to standard normal quantiles, Phi^-1(rank / (n + 1))."""
-    from scipy import special, stats
+    from scipy import special
 
-    ranks = stats.rankdata(rows, axis=0)
+    ranks = np.stack([average_ranks(column) for column in np.asarray(rows).T], axis=-1)
     return special.ndtri(ranks / (len(rows) + 1))
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """The ranks 1 .. n of ``values`` (1-D), ties given their mean rank, all NaN where one is NaN:
+    ``scipy.stats.rankdata(values)`` to the bit, without importing scipy.stats (0.3 s of CPU).
+
+    Examples
+    --------
+    >>> average_ranks(np.array([3.0, 1.0, 3.0, 2.0]))
+    array([3.5, 1. , 3.5, 2. ])
+    """
+    values = np.asarray(values)
+    if np.isnan(values).any():
+        return np.full(len(values), np.nan)
+    order = np.argsort(values, kind="mergesort")
+    place = np.empty(len(values), dtype=np.intp)
+    place[order] = np.arange(len(values))
+    ordered = values[order]
+    first = np.r_[True, ordered[1:] != ordered[:-1]]
+    tie = first.cumsum()[place]  # 1-based index of each value's run of ties
+    ends = np.r_[np.nonzero(first)[0], len(first)]
+    return 0.5 * (ends[tie] + ends[tie - 1] + 1)
 
 
 def copula_bound(x: np.ndarray, y: np.ndarray) -> tuple[float, int, int]:
@@ -41,7 +63,7 @@ def copula_bound(x: np.ndarray, y: np.ndarray) -> tuple[float, int, int]:
     of ``x`` and l of ``y`` (both (n, d), continuous), and the pair that gives it; (0, -1, -1) where
     no pair's correlation is distinguishable from 0, with fewer than 5 rows, or above
     :data:`MOST_PAIRS` pairs."""
-    from scipy import stats
+    from scipy.special import ndtri  # scipy.stats.norm.ppf's own quantile, without its import
 
     n, pairs = len(x), x.shape[1] * y.shape[1]
     if n < 5 or pairs > MOST_PAIRS or pairs == 0:
@@ -51,7 +73,7 @@ def copula_bound(x: np.ndarray, y: np.ndarray) -> tuple[float, int, int]:
     norms = np.outer(np.linalg.norm(u, axis=0), np.linalg.norm(v, axis=0))
     with np.errstate(invalid="ignore", divide="ignore"):
         rho = np.where(norms > 0, (u.T @ v) / norms, 0.0)
-    margin = stats.norm.ppf(1 - (1 - CONFIDENCE) / (2 * pairs)) / math.sqrt(n - 3)  # both signs of rho
+    margin = ndtri(1 - (1 - CONFIDENCE) / (2 * pairs)) / math.sqrt(n - 3)  # both signs of rho
     low = np.clip(np.abs(np.arctanh(np.clip(rho, -1 + 1e-15, 1 - 1e-15))) - margin, 0.0, None)
     j, l = np.unravel_index(int(np.argmax(low)), low.shape)
     if low[j, l] <= 0:

@@ -33,26 +33,28 @@ galloping search until the test changes there: about one step for normal scores,
 O(log n) (heavy tails, long runs of ties).
 
 Without numba, :data:`AVAILABLE` is False and the callers use the tree and numpy's sorted
-searches, with the same numbers.
+searches, with the same numbers. numba (about 0.25 s to import) is imported at the first question:
+reading ``AVAILABLE`` (or calling :func:`available`) imports it and wraps the kernels for
+compilation, once, so that importing this module (as the registry of estimators does) costs
+nothing for the routes that never search the plane.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-__all__ = ["AVAILABLE", "PlaneKSG", "SortedAxis", "kth_distances_plane"]
+__all__ = ["AVAILABLE", "PlaneKSG", "SortedAxis", "available", "kth_distances_plane"]
 
-try:  # an optional accelerator: the results are the same without it
-    import numba
+numba: Any = None
+"""numba once :func:`available` has imported it (an optional accelerator: the same results without)."""
 
-    AVAILABLE = True
-except ImportError:  # pragma: no cover - exercised where numba is absent
-    numba = None
-    AVAILABLE = False
+_loading = threading.Lock()
 
 CELL_POINTS = 4.0
 """G = round(sqrt(CELL_POINTS n / k)) cells a side: about k / CELL_POINTS points a cell."""
@@ -311,16 +313,36 @@ def _jit(function):  # pragma: no cover - depends on numba and the file system
         return numba.njit(nogil=True)(function)
 
 
-if AVAILABLE:
-    _select, _layout, _kth_around, _sorted_smallest = map(
-        _jit, (_select, _layout, _kth_around, _sorted_smallest)
-    )
-    _test, _first_true, _end, _begin = map(_jit, (_test, _first_true, _end, _begin))
-    _search, _ksg_terms = _jit(_search), _jit(_ksg_terms)
+def available() -> bool:
+    """Whether numba imports; the first call imports it and wraps the kernels (compiled at their
+    first call), and keeps the answer as :data:`AVAILABLE`."""
+    global numba, AVAILABLE, _select, _layout, _kth_around, _sorted_smallest
+    global _test, _first_true, _end, _begin, _search, _ksg_terms
+    with _loading:
+        if "AVAILABLE" not in globals():
+            try:
+                import numba as module
+            except ImportError:  # pragma: no cover - exercised where numba is absent
+                AVAILABLE = False
+            else:
+                numba = module
+                _select, _layout, _kth_around, _sorted_smallest = map(
+                    _jit, (_select, _layout, _kth_around, _sorted_smallest)
+                )
+                _test, _first_true, _end, _begin = map(_jit, (_test, _first_true, _end, _begin))
+                _search, _ksg_terms = _jit(_search), _jit(_ksg_terms)
+                AVAILABLE = True
+    return AVAILABLE
+
+
+def __getattr__(name: str) -> Any:  # AVAILABLE before the first question: ask it
+    if name == "AVAILABLE":
+        return available()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _needs_numba() -> None:
-    if not AVAILABLE:
+    if not available():
         raise RuntimeError("the compiled search needs numba (pip install mitool[fast])")
 
 
@@ -333,7 +355,7 @@ def kth_distances_plane(points: np.ndarray, ks: Sequence[int]) -> np.ndarray:
     >>> from scipy.spatial import cKDTree
     >>> points = np.random.default_rng(0).normal(size=(500, 2))
     >>> tree = cKDTree(points).query(points, k=[6, 21], p=np.inf)[0]
-    >>> bool(not AVAILABLE or np.array_equal(kth_distances_plane(points, [5, 20]), tree))
+    >>> bool(not available() or np.array_equal(kth_distances_plane(points, [5, 20]), tree))
     True
     """
     _needs_numba()
@@ -361,7 +383,7 @@ class PlaneKSG:
     >>> x = np.sort(rng.normal(size=400)); y = x + rng.normal(size=400)
     >>> (u,), (v,) = normal_scores(x[:, None])[0].T, normal_scores(y[:, None])[0].T
     >>> psi = digamma(np.arange(402.0))
-    >>> if AVAILABLE:
+    >>> if available():
     ...     terms = PlaneKSG(u, v, [5], psi).terms(np.arange(400))[:, 0]
     ...     value = digamma(5) + digamma(400) - terms.mean()
     ...     print(bool(abs(value - ksg(x[:, None], y[:, None], k=5, normalise="rank")) < 1e-12))
