@@ -98,29 +98,35 @@ def test_the_readme_links_only_to_files_in_the_repository():
 
 
 def test_the_readme_estimate_example_reproduces(tmp_path, monkeypatch):
-    """The README's `mitool estimate` example, run as written: the same sentence, numbers within
-    0.02 nats (another CPU may round differently and stop training at another step)."""
+    """The README's `mitool estimate` examples (the line, and the paragraph of --explain), run as
+    written: the same words, numbers within 0.02 nats (another CPU may round differently and stop
+    training at another step)."""
     from click.testing import CliRunner
 
     from mitool.cli.main import main
 
     block = re.search(
-        r"^\$ python -c \"(.*?)\"\n\$ mitool estimate (.*?)\n(.*?)\n```", README.read_text(), re.M | re.S
+        r"^\$ python -c \"(.*?)\"\n(\$ mitool estimate .*?)\n```", README.read_text(), re.M | re.S
     )
     assert block, "the README's mitool estimate example"
-    code, arguments, expected = block.group(1).replace("\\\n", ""), block.group(2).split(), block.group(3)
+    code = block.group(1).replace("\\\n", "")
+    commands = re.findall(r"^\$ mitool estimate (.*?)\n(.*?)(?=\n\$ |\Z)", block.group(2), re.M | re.S)
+    assert len(commands) == 2 and "--explain" in commands[1][0]
     monkeypatch.chdir(tmp_path)
     threads = torch.get_num_threads()
+    number = r"-?\d+(?:\.\d+)?"
     try:
         exec(code, {})
-        result = CliRunner().invoke(main, ["estimate", *arguments], catch_exceptions=False)
+        for arguments, expected in commands:
+            result = CliRunner().invoke(main, ["estimate", *arguments.split()], catch_exceptions=False)
+            got, want = result.stdout.strip(), expected.strip()
+            assert re.sub(number, "#", got) == re.sub(number, "#", want), (got, want)
+            got_value, want_value = (
+                float(re.search(r"= (-?\d+\.\d+)", text).group(1)) for text in (got, want)
+            )
+            assert abs(got_value - want_value) < 0.02, (got, want)
     finally:
         torch.set_num_threads(threads)
-    number = r"-?\d+(?:\.\d+)?"
-    got, want = result.stdout.strip(), expected.strip()
-    assert re.sub(number, "#", got) == re.sub(number, "#", want), (got, want)
-    got_value, want_value = (float(re.search(r"= (-?\d+\.\d+)", text).group(1)) for text in (got, want))
-    assert abs(got_value - want_value) < 0.02, (got, want)
 
 
 def defaults_table() -> list[str]:
