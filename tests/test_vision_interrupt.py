@@ -108,3 +108,47 @@ def test_a_signal_writes_a_checkpoint_at_the_step_and_says_how_to_resume(
     assert resumed["step"] == straight["step"] == step + 2
     for key, value in straight["model"].items():
         assert torch.equal(value, resumed["model"][key]), key
+
+
+def test_a_run_stopped_mid_interval_and_resumed_writes_the_records_of_one_run(tmp_path, monkeypatch) -> None:
+    """SIGTERM (to this process, in the step after step 4) stops a log_every 3 run at step 5, mid
+    interval: its record of steps 4-5 is marked partial, and the checkpoint holds the open
+    interval. Resumed to step 9, the metrics file holds the records of one uninterrupted 9-step
+    run: steps 3, 6, 9 with the same scalars (the record of step 6 averages steps 4-6)."""
+    from mitool.vision import train
+    from mitool.vision.config import PretrainConfig
+    from mitool.vision.records import STEP_SCALARS, read_records
+
+    monkeypatch.setenv("MITOOL_THREADS", "1")
+
+    def config(out: str, max_steps: int) -> PretrainConfig:
+        return PretrainConfig(
+            method="simclr", arch="small-cnn", dataset="synthetic", synthetic_size=64, image_size=16,
+            epochs=3, batch_size=16, workers=0, out=out, log_every=3, checkpoint_every=100, knn_every=0,
+            embedding_dim=32, max_steps=max_steps,
+        )  # fmt: skip
+
+    fit = train.fit_schedule_to_time
+
+    def signal_at_step_4(run) -> None:
+        fit(run)
+        if run.step == 4 and run.config.out.endswith("stopped"):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(train, "fit_schedule_to_time", signal_at_step_4)
+    stopped = str(tmp_path / "stopped")
+    with pytest.raises(train.TrainingInterrupted) as interrupted:
+        train.pretrain(config(stopped, 9), progress=False)
+    assert interrupted.value.step == 5
+    assert [(record["step"], record.get("partial")) for record in read_records(stopped)] == [
+        (3, None),
+        (5, True),
+    ]
+    train.pretrain(config(stopped, 9), resume=True, progress=False)
+    train.pretrain(config(str(tmp_path / "once"), 9), progress=False)
+    resumed, once = read_records(stopped), read_records(str(tmp_path / "once"))
+    assert [record["step"] for record in resumed] == [record["step"] for record in once] == [3, 6, 9, 9]
+    for left, right in zip(resumed, once, strict=True):
+        assert left.keys() == right.keys(), (left, right)
+        for key in set(left) & {*STEP_SCALARS, "lr", "epoch", "alignment", "uniformity"}:
+            assert left[key] == pytest.approx(right[key], abs=1e-6, nan_ok=True), (left["step"], key)

@@ -183,9 +183,9 @@ def test_metrics_hold_every_field_and_the_bound_identity(tmp_path) -> None:
 
 
 def test_a_run_stopped_early_writes_its_last_record_and_the_counters_agree(tmp_path) -> None:
-    """3 steps with log_every 10: the record of those 3 steps is written when the run stops, then
-    the alignment and uniformity at that step; the summary's step and epoch are the last record's
-    (epochs done: 3 of 4 batches = 0.75)."""
+    """3 steps with log_every 10: the record of those 3 steps is written when the run stops (marked
+    partial), then the alignment and uniformity at that step; the summary's step and epoch are the
+    last record's (epochs done: 3 of 4 batches = 0.75)."""
     out = tmp_path / "run"
     summary = pretrain(_config(out, max_steps=3, log_every=10, knn_every=0), progress=False)
     with open(out / "metrics.jsonl") as file:
@@ -200,21 +200,22 @@ def test_a_run_stopped_early_writes_its_last_record_and_the_counters_agree(tmp_p
     assert "knn" not in summary and "off" in summary["knn_note"]
     with open(out / "config.json") as file:
         assert json.load(file)["negatives"] == 32
-    # resumed to the end of its 3 epochs: one more record, at the last step, epoch 3 (the kNN
-    # monitor of the last epoch, with alignment and uniformity, is the summary's knn, with the same
-    # counters; no separate record of them at the last step)
+    assert records[0]["partial"] is True and "partial" not in records[1]
+    # resumed to the end of its 3 epochs: the partial record is dropped (the record of step 10
+    # averages steps 1-10, its interval continued from the checkpoint), one more record at the last
+    # step, epoch 3 (the kNN monitor of the last epoch, with alignment and uniformity, is the
+    # summary's knn, with the same counters; no separate record of them at the last step)
     summary = pretrain(_config(out, log_every=10, knn_every=3), resume=True, progress=False)
     with open(out / "metrics.jsonl") as file:
         records = [json.loads(line) for line in file]
-    assert [(record["step"], record["epoch"]) for record in records] == [
-        (3, 0.75),
-        (3, 0.75),
-        (10, 2.5),
-        (12, 3.0),
-        (12, 3.0),
+    assert [(record["step"], record["epoch"], "loss" in record) for record in records] == [
+        (3, 0.75, False),
+        (10, 2.5, True),
+        (12, 3.0, False),
+        (12, 3.0, True),
     ]
     assert summary["stopped_by"] == "epochs" and (summary["step"], summary["epoch"]) == (12, 3.0)
-    assert summary["knn"] == records[3] == summary["alignment"] and summary["metrics"] == records[4]
+    assert summary["knn"] == records[2] == summary["alignment"] and summary["metrics"] == records[3]
 
 
 def test_learning_rate_schedule() -> None:

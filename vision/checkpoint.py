@@ -204,14 +204,16 @@ def save_checkpoint(run: Run) -> None:
             "data_order": {"seed": run.config.seed, "epoch": run.epoch, "batches_done": run.batches_done},
             "rng": rng_states(),
             "skipped_images": run.skipped.count,
+            "metrics_interval": run.interval.state_dict(),  # the open interval of the metrics records
             **({"gpu_augment": augment_states} if augment_states is not None else {}),
         },
     )
 
 
 def restore_run(run: Run, saved: dict[str, Any]) -> None:
-    """Put the saved model, optimizer, scaler, position and augmentation state into ``run``; the
-    RNG states wait in ``run.pending_rng`` until the loader has replayed the epoch's batches."""
+    """Put the saved model, optimizer, scaler, position, open metrics interval and augmentation
+    state into ``run``; the RNG states wait in ``run.pending_rng`` until the loader has replayed
+    the epoch's batches."""
     run.model.load_state_dict(saved["model"])
     fused = [group.get("fused") for group in run.optimizer.param_groups]
     run.optimizer.load_state_dict(saved["optimizer"])
@@ -225,6 +227,7 @@ def restore_run(run: Run, saved: dict[str, Any]) -> None:
     from mitool.vision.loader import SkippedImages
 
     run.skipped = SkippedImages(earlier=saved.get("skipped_images", 0))
+    run.interval.load_state_dict(saved.get("metrics_interval"))  # absent in older checkpoints: empty
     if run.augment is not None:
         run.augment.load_state_dict(_augment_state_of_rank(saved, run.rank, run.world, run.checkpoint_path))
 

@@ -3,11 +3,20 @@ read by ``mitool vision plot``.
 
 * OUT/config.json: the run's resolved settings (written atomically when the run starts).
 * OUT/metrics.jsonl: one JSON object a line, appended as the run goes: every ``log_every`` steps
-  (and when the run stops) the means of the interval, every ``knn_every`` epochs the kNN
-  monitor's record (with the alignment and uniformity of the held-out batch), and when the run
-  ends a record of alignment and uniformity at its last step unless the monitor's holds them
-  (:mod:`mitool.vision.alignment`). A line cut short by a crash is skipped by the readers and
-  dropped on resume.
+  (and when the run stops: the record of the interval so far, marked ``"partial": true``) the
+  means of the interval, every ``knn_every`` epochs the kNN monitor's record (with the alignment
+  and uniformity of the held-out batch), and when the run ends a record of alignment and
+  uniformity at its last step unless the monitor's holds them (:mod:`mitool.vision.alignment`). A
+  line cut short by a crash is skipped by the readers and dropped on resume.
+
+  Resume and the interval records: the checkpoint holds the open interval (its step count, sums
+  and time: :meth:`Interval.state_dict`) and the resumed run continues it, so every record
+  averages the same steps as in one uninterrupted run; a resume drops the records after the
+  checkpoint's step and the partial record of the stop (:func:`keep_records_up_to`), whose steps
+  the resumed run's next record covers. The file then holds the records of one uninterrupted run
+  (besides the alignment record of a run that ended at ``max_steps`` or ``max_minutes`` and was
+  continued). A checkpoint without the interval (written before it was saved) resumes with an
+  empty one, as before.
 * OUT/evaluations.json: a list of the results of ``mitool vision knn`` and ``mitool vision
   linear`` on the run's checkpoint (rewritten atomically, one entry added per evaluation).
 
@@ -72,8 +81,14 @@ def read_records(out: str) -> list[dict[str, Any]]:
 
 def keep_records_up_to(path: str, step: int) -> list[dict[str, Any]]:
     """Keep only the records of steps <= ``step`` in the metrics file ``path`` (the run being
-    resumed), rewritten atomically; returns them."""
-    kept = [(line, record) for line, record in _json_lines(path) if record.get("step", 0) <= step]
+    resumed, from its checkpoint at ``step``), less the partial records (the record written when
+    the run stopped mid-interval: the resumed run continues that interval from the checkpoint and
+    writes its whole record), rewritten atomically; returns them."""
+    kept = [
+        (line, record)
+        for line, record in _json_lines(path)
+        if record.get("step", 0) <= step and not record.get("partial")
+    ]
     atomic_write_text(path, "".join(line for line, _ in kept))
     return [record for _, record in kept]
 
@@ -141,7 +156,10 @@ class MetricsLog:
 
 
 class Interval:
-    """Sums of the step scalars since the last metrics record, and the time spent waiting for data."""
+    """Sums of the step scalars since the last metrics record, and the time spent waiting for data.
+
+    The checkpoint holds the open interval (:meth:`state_dict`, :meth:`load_state_dict`): a
+    resumed run's next record averages the same steps as an uninterrupted run's."""
 
     def __init__(self) -> None:
         self.reset()
@@ -160,9 +178,34 @@ class Interval:
             value = getattr(scalars, key)
             self.sums[key] = self.sums[key] + (value.detach() if hasattr(value, "detach") else value)
 
-    def record(self, step: int, epoch: float, lr: float, images_per_step: int) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
+        """The open interval as numbers (a checkpoint's entry): its step count, the sums (read from
+        the device: a float32 sum is exact as a float, and adding the next step's tensor to it gives
+        the uninterrupted run's sum), the seconds since it started and those spent waiting for data."""
+        return {
+            "steps": self.steps,
+            "sums": {key: float(value) for key, value in self.sums.items()},
+            "seconds": time.perf_counter() - self.started,
+            "data_wait": float(self.data_wait),
+        }
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        """Continue the interval saved by :meth:`state_dict`; None (a checkpoint written before the
+        interval was saved): an empty interval. Its clock goes on from the saved seconds."""
+        self.reset()
+        if not state:
+            return
+        self.steps = int(state["steps"])
+        self.sums.update({key: float(value) for key, value in state["sums"].items() if key in self.sums})
+        self.data_wait = float(state.get("data_wait", 0.0))
+        self.started -= float(state.get("seconds", 0.0))
+
+    def record(
+        self, step: int, epoch: float, lr: float, images_per_step: int, partial: bool = False
+    ) -> dict[str, Any]:
         """The record of the interval (means of the scalars, lr, images/s, the fraction of the time
-        spent waiting for data); starts the next interval."""
+        spent waiting for data, and ``"partial": true`` when ``partial``: written when the run stops
+        mid-interval, dropped on resume); starts the next interval."""
         elapsed = max(time.perf_counter() - self.started, 1e-9)
         record: dict[str, Any] = {"step": step, "epoch": epoch}
         record.update({key: float(value) / max(self.steps, 1) for key, value in self.sums.items()})
@@ -171,5 +214,7 @@ class Interval:
             images_per_second=images_per_step * self.steps / elapsed,
             data_wait_fraction=min(1.0, self.data_wait / elapsed),
         )
+        if partial:
+            record["partial"] = True
         self.reset()
         return record

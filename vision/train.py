@@ -17,16 +17,17 @@ images over a CPU (gloo) group, which does not wait for the GPU.
 The training set is the dataset's ``train`` split, for STL-10 ``train+unlabeled`` (105 000 images,
 :data:`mitool.vision.datasets.PRETRAINING_SPLITS`).
 
-Every ``checkpoint_every`` steps and at each epoch end, OUT/checkpoint.pt is rewritten
-atomically (see :mod:`mitool.vision.checkpoint`) with: the model (query encoder, momentum encoder and the
+Every ``checkpoint_every`` steps and at each epoch end, OUT/checkpoint.pt is rewritten atomically
+(see :mod:`mitool.vision.checkpoint`) with: the model (query encoder, momentum encoder and the
 queue, whichever the method has), the optimizer, the schedule, the gradient scaler, the epoch and
-step, the position in the epoch's data order (seed, epoch, batches done), the RNG states of
-torch (CPU and CUDA), numpy and Python, and the config. ``resume`` reloads all of it, replays the
-data loader to the saved position (the order and the augmentation seeds are functions of
-(seed, epoch, rank), :func:`mitool.vision.loader.augmentation_seed`), then restores the RNG states: on one
-process the parameters after N + resume + M steps equal those after N + M steps in one go. Under
-DDP every rank restores rank 0's RNG states (the global generator is the same on every rank; each
-rank's augmentations come from its own stream).
+step, the position in the epoch's data order (seed, epoch, batches done), the RNG states of torch
+(CPU and CUDA), numpy and Python, the open interval of the metrics records, and the config.
+``resume`` reloads all of it, replays the data loader to the saved position (the order and the
+augmentation seeds are functions of (seed, epoch, rank),
+:func:`mitool.vision.loader.augmentation_seed`), then restores the RNG states: on one process the
+parameters after N + resume + M steps equal those after N + M steps in one go. Under DDP every
+rank restores rank 0's RNG states (the global generator is the same on every rank; each rank's
+augmentations come from its own stream).
 
 ``max_steps`` and ``max_minutes`` (wall time of this call) end a run early, with a checkpoint.
 
@@ -37,15 +38,17 @@ last good one. SIGINT and SIGTERM stop it after the step in progress, with a che
 
 OUT/metrics.jsonl gets, every ``log_every`` steps, the means over the interval of loss, mi (the
 bound's estimate in nats), npc (the mean NPC multiplier q_B), grad_norm, and lr, images_per_second
-and data_wait_fraction (time spent waiting for the loader / wall time); every ``knn_every``
-epochs a record with knn_top1 and knn_top5 (test split scored against the train split; under
-DDP every rank extracts the features of its share of both splits, under the run's autocast, and
-the neighbours are merged across ranks: :func:`mitool.vision.evaluate.evaluate_knn`) and the
-alignment and uniformity of the normalised embeddings on a fixed held-out batch of the test split
-(:mod:`mitool.vision.alignment`, Wang & Isola 2020); and when the run ends (its epochs, its
-``max_steps``, ``max_minutes`` or fitted schedule; not a signal), a record of alignment and
-uniformity at its last step unless the kNN monitor's record already holds them: every run's
-records end with them.
+and data_wait_fraction (time spent waiting for the loader / wall time), and when the run stops
+mid-interval the record of the interval so far, marked partial (a resumed run continues the
+interval saved in the checkpoint and drops that record: its records are an uninterrupted run's,
+:mod:`mitool.vision.records`); every ``knn_every`` epochs a record with knn_top1 and knn_top5
+(test split scored against the train split; under DDP every rank extracts the features of its
+share of both splits, under the run's autocast, and the neighbours are merged across ranks:
+:func:`mitool.vision.evaluate.evaluate_knn`) and the alignment and uniformity of the normalised
+embeddings on a fixed held-out batch of the test split (:mod:`mitool.vision.alignment`, Wang &
+Isola 2020); and when the run ends (its epochs, its ``max_steps``, ``max_minutes`` or fitted
+schedule; not a signal), a record of alignment and uniformity at its last step unless the kNN
+monitor's record already holds them: every run's records end with them.
 """
 
 from __future__ import annotations
@@ -185,7 +188,7 @@ def _pretrain_holding(config: PretrainConfig, resume: bool, progress: bool) -> d
             while run.epoch < run.config.epochs and run.stopped_by is None:
                 if train_epoch(run, progress) and not _interrupted(run):
                     end_epoch(run, progress)
-        _log_interval(run)  # the steps since the last record (a run stopped early, or its last steps)
+        _log_interval(run, partial=True)  # the steps since the last record (a stop mid-interval)
         if run.is_main and not _interrupted(run) and run.last_alignment.get("step") != run.step:
             record = {"step": run.step, "epoch": run.epochs_done, **_alignment(run)}
             run.last_alignment = record
@@ -481,11 +484,13 @@ def _save(run: Run) -> None:
     save_checkpoint(run)
 
 
-def _log_interval(run: Run) -> None:
-    """The metrics record of the steps since the last one (none when there are none)."""
+def _log_interval(run: Run, partial: bool = False) -> None:
+    """The metrics record of the steps since the last one (none when there are none); ``partial``
+    for the record of an interval cut short by the run's stop, which a resume drops (the
+    checkpoint holds the open interval, and the resumed run writes its whole record)."""
     if run.interval.steps == 0:
         return
-    record = run.interval.record(run.step, run.epochs_done, run.last_lr, run.config.batch_size)
+    record = run.interval.record(run.step, run.epochs_done, run.last_lr, run.config.batch_size, partial)
     run.last_metrics = {**record, "skipped_images": run.skipped.count}
     run.metrics.write(run.last_metrics)
 
