@@ -41,6 +41,12 @@ __all__ = ["matrix_command"]
     "none: permutation p-values only (at least 1 / (B + 1)).",
 )  # fmt: skip
 @click.option(
+    "--fdr", type=click.Choice(["bh", "by"]), default="bh", show_default=True,
+    help="The q-values over the pairs: bh, Benjamini-Hochberg (its false discovery rate bound needs the null "
+    "pairs' p-values independent or positively dependent); by, Benjamini-Yekutieli (a bound under any "
+    "dependence, the q-values times sum_{i<=m} 1/i).",
+)  # fmt: skip
+@click.option(
     "--columns", default=None, metavar="NAMES",
     help="The columns of DATA to pair, comma-separated as its header names them [default: all].",
 )  # fmt: skip
@@ -68,15 +74,16 @@ __all__ = ["matrix_command"]
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def matrix_command(
     data: str, given: str | None, estimator: str | None, permutations: int | None, null: str, tail: str,
-    columns: str | None, k: int | None, seed: int, out: str | None, workers: int | None,
+    fdr: str, columns: str | None, k: int | None, seed: int, out: str | None, workers: int | None,
     scheduler: str | None, quiet: bool,
 ) -> None:  # fmt: skip
     """The MI of every pair of columns of DATA, with permutation p-values and Benjamini-Hochberg
-    q-values over all pairs.
+    q-values over all pairs (Benjamini-Yekutieli's with --fdr by).
 
     DATA is a .csv (a header names the columns), .npy or .npz file, one row per sample. Writes
     OUT/matrix.csv (one row per pair: column_a, column_b, mi, ci_low, ci_high, pvalue, qvalue) and
-    OUT/matrix.png (the heatmap, clustered by MI). Finished blocks of pairs are kept in OUT: stopped
+    OUT/matrix.png (the heatmap, clustered by MI; left out, with a note, where matplotlib cannot
+    be imported). Finished blocks of pairs are kept in OUT: stopped
     (Ctrl-C, SIGTERM), the same command goes on from them. Bad input is one line and exit code 2;
     a lost worker, Dask scheduler or Dask workers, one line with the command that resumes, exit 1.
     """
@@ -110,7 +117,7 @@ def matrix_command(
             result = mi_matrix(
                 samples.values, given=z, estimator=estimator, permutations=permutations, seed=seed,
                 workers=workers, client=client, out=folder, progress=progress, columns=samples.columns,
-                null=null, tail=tail, **({} if k is None else {"k": k}),
+                null=null, tail=tail, fdr=fdr, **({} if k is None else {"k": k}),
             )  # fmt: skip
     except WorkersLost as lost:
         raise click.ClickException(
@@ -120,7 +127,13 @@ def matrix_command(
     finally:
         if client is not None:
             _close(client)
-    csv_path, figure_path = result.to_csv(folder / "matrix.csv"), result.figure(folder / "matrix.png")
+    csv_path = result.to_csv(folder / "matrix.csv")
+    try:
+        written = f"{csv_path} and {result.figure(folder / 'matrix.png')}"
+    except ModuleNotFoundError as error:  # the numbers stand without the heatmap
+        if error.name is None or error.name.partition(".")[0] != "matplotlib":
+            raise
+        written = f"{csv_path} (not matrix.png: the figure needs matplotlib; pip install matplotlib)"
     click.echo(str(result))
     click.echo(f"How: {result.method}")
     notes = [*samples.notes, *result.notes]
@@ -128,7 +141,7 @@ def matrix_command(
         click.echo("Notes: " + "; ".join(notes) + ".")
     if result.reused_blocks:
         log_line(f"matrix: {result.reused_blocks} finished block(s) read back from {folder}")
-    click.echo(f"Wrote {csv_path} and {figure_path}.")
+    click.echo(f"Wrote {written}.")
 
 
 def _client(address: str):

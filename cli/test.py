@@ -26,9 +26,9 @@ __all__ = ["test_command"]
 @click.option(
     "--estimator", type=click.Choice(estimators.names()), default=None,
     help="The statistic [default: the k-NN estimate for the data: KSG on rank scores, Ross for discrete Y, "
-    "the plug-in for discrete X and Y, Frenzel-Pompe given Z; the first, second and last with the linear "
-    "statistic beside them (see --linear)]. One that trains a network retrains for every permutation and "
-    "needs --permutations.",
+    "the plug-in for discrete X and Y, and given a continuous Z KSG on the residuals of X and Y after their "
+    "regressions on Z (--z-method); with the linear statistic beside them (see --linear)]. One that trains a "
+    "network retrains for every permutation and needs --permutations.",
 )  # fmt: skip
 @click.option(
     "--permutations", type=int, default=None,
@@ -56,6 +56,13 @@ __all__ = ["test_command"]
     "combine the two p-values by min-p [default: with the default statistic, not with --estimator].",
 )  # fmt: skip
 @click.option(
+    "--z-method", type=click.Choice(["auto", "residual", "local", "gcm"]), default="auto", show_default=True,
+    help="Given a continuous Z: residual (X's and Y's residuals after flexible regressions on Z, X's "
+    "permuted within Z-neighbourhoods; the default), local (Runge's local permutation of X itself, the "
+    "default with --estimator), gcm (the generalised covariance measure of the residuals). The result warns "
+    "where Z's neighbourhoods are too wide for the dependence on Z.",
+)  # fmt: skip
+@click.option(
     "--z-neighbours", type=int, default=5, show_default=True,
     help="Given a continuous Z: each row takes the X of one of its this many nearest rows in Z.",
 )  # fmt: skip
@@ -63,6 +70,12 @@ __all__ = ["test_command"]
     "--per-feature", is_flag=True,
     help="Test each column of X against Y: MI, interval, p-value and Benjamini-Hochberg q-value per column "
     "(names from the CSV header).",
+)  # fmt: skip
+@click.option(
+    "--fdr", type=click.Choice(["bh", "by"]), default="bh", show_default=True,
+    help="With --per-feature, the q-values: bh, Benjamini-Hochberg (its false discovery rate bound needs the "
+    "null columns' p-values independent or positively dependent); by, Benjamini-Yekutieli (a bound under any "
+    "dependence, the q-values times sum_{i<=m} 1/i).",
 )  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (statistic, pvalue, null, ...).")
 @click.option(
@@ -73,17 +86,18 @@ __all__ = ["test_command"]
 def test_command(
     x: str, y: str | None, z: str | None, x_columns: str | None, y_columns: str | None, missing: str,
     estimator: str | None, permutations: int | None, seed: int, discrete: str, ties: str, k: int | None,
-    linear: bool | None, z_neighbours: int, per_feature: bool, as_json: bool, explain: bool,
+    linear: bool | None, z_method: str, z_neighbours: int, per_feature: bool, fdr: str, as_json: bool,
+    explain: bool,
 ) -> None:  # fmt: skip
     """Test whether X and Y are dependent: a permutation test with the MI estimate as the statistic.
 
     X and Y (and Z of --given) are .npy, .npz (one array) or .csv files, one row per sample, row i
     of X with row i of Y. The statistic is the MI estimate of the data, recomputed on B
-    permutations of Y's rows (given a continuous Z: Runge's local permutation of X within
-    Z-neighbourhoods; a discrete Z: X permuted within its groups), with the linear statistic beside
-    it by default (the p-value their min-p combination); the p-value counts the data among the
-    permutations, so it is never 0. Bad input (too few rows, rows that do not pair) is one line and
-    exit code 2.
+    permutations of Y's rows (given a continuous Z: X's residuals after a regression on Z permuted
+    within Z-neighbourhoods, --z-method; a discrete Z: X permuted within its groups), with the
+    linear statistic beside it by default (the p-value their min-p combination); the p-value
+    counts the data among the permutations, so it is never 0. Bad input (too few rows, rows that do
+    not pair) is one line and exit code 2.
     """
     from mitool.checks import ParameterError
     from mitool.cli.common import json_text
@@ -91,6 +105,10 @@ def test_command(
     from mitool.independence import feature_mi, independence_test
     from mitool.runtime import set_threads_to_free_cores
 
+    if (
+        permutations is not None and permutations < 1
+    ):  # a test needs its permutations; scores alone: feature_scores
+        raise ParameterError("permutations", f"must be a whole number >= 1, got {permutations}")
     if per_feature and z is not None:
         raise ParameterError("z", "cannot be given with --per-feature (each column of X against Y alone)")
     if per_feature and estimator is not None:
@@ -106,7 +124,7 @@ def test_command(
             read[0].values, read[1].values, permutations=999 if permutations is None else permutations,
             seed=seed, ties=ties, columns=read[0].columns,
             discrete_features=_side_declared(discrete, "x"), discrete_target=_side_declared(discrete, "y"),
-            **settings,
+            fdr=fdr, **settings,
         )  # fmt: skip
         if as_json:
             click.echo(json_text({**features.as_dict(), "file_notes": file_notes}))
@@ -118,7 +136,7 @@ def test_command(
     result = independence_test(
         read[0].values, read[1].values, None if z is None else read[2].values, estimator=estimator,
         permutations=permutations, seed=seed, ties=ties, discrete=discrete, z_neighbours=z_neighbours,
-        linear=linear, **settings,
+        z_method=z_method, linear=linear, **settings,
     )  # fmt: skip
     notes = [*file_notes, *result.notes]
     if as_json:

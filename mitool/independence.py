@@ -56,11 +56,26 @@ conditional mutual information", AISTATS, Algorithm 1) keeps it: each row's k_pe
 Z (max-norm on Z's rank scores, the row itself included) are its candidates; the rows are visited
 in a random order, and each takes the X of the first of its candidates, in a random order, that no
 row has taken yet (the last candidate when all are taken: a repeat, the only case). X then moves
-only within neighbourhoods of Z, so its law given Z is (nearly) kept, and the statistic is
-Frenzel & Pompe's I^(X; Y | Z) on rank scores (a discrete X or Y is dequantised for it: ties
-broken at random within its values, which keeps the MI and the hypothesis). The test is
-approximate, since the neighbourhoods are not points; ``bench/independence.py`` measures its
-calibration on nonlinear common causes, chains and a 3-D Z. Given a discrete Z, X is permuted
+only within neighbourhoods of Z, so its law given Z is kept as far as it changes little within a
+neighbourhood (Kim, Neykov, Balakrishnan & Wasserman 2022, "Local permutation tests for conditional
+independence", Ann. Stat. 50:3388). Where X and Y both depend strongly on a Z of several
+dimensions, five-neighbour cells are too wide: the draws lose the part of X's dependence on Z that
+varies within a cell, and with it the dependence of X and Y through Z, so true nulls are rejected
+(30% at 0.05 with a 3-D Z, n = 400; docs/independence.md). The default test given a continuous Z
+(``z_method="residual"``) therefore draws what is left of X once Z has explained what it can: X
+and Y less their regressions on Z (:func:`regress_on_z`: a few models, chosen by leave-one-out
+error), X's residuals drawn by the local permutation, and KSG on the residuals as the statistic
+(with the linear statistic of the residuals beside it, combined by min-p). The map
+(X, Z) -> (X - f(Z), Z) is one to one for a fixed f, so
+I(X; Y | Z) = I(X - f(Z); Y - g(Z) | Z) and H0 is unchanged; the draws now have to keep only the
+law of a residual given Z, which changes little within a neighbourhood where the regression has
+taken the steep part of the dependence out. ``z_method="local"`` is Runge's test of X itself with
+Frenzel & Pompe's I^(X; Y | Z) on rank scores; ``z_method="gcm"`` the generalised covariance measure
+of Shah & Peters (2020) (:func:`gcm_statistic`). A discrete X or Y is dequantised for the k-NN
+statistics (ties broken at random within its values, which keeps the MI and the hypothesis). Every
+such test is approximate, and no test of conditional independence holds its level over every law
+(Shah & Peters 2020): each reports the neighbourhood diagnostic (:func:`neighbourhood_spread`) and
+warns where it exceeds the range its scheme was calibrated on. Given a discrete Z, X is permuted
 within each group of Z, which keeps its law given Z exactly (an exact test); the statistic is the
 MI within each group weighted by the group's share, as :func:`mitool.estimate` computes
 I(X; Y | Z).
@@ -72,9 +87,12 @@ with the m p-values sorted, p_(1) <= ... <= p_(m),
     q_(i) = min_{j >= i} min(1, m p_(j) / j),
 
 and the columns with q <= alpha are a selection whose expected false discovery rate is at most
-alpha (for independent or positively dependent tests). A constant column carries no information:
-MI 0 and p = 1, with a note (scikit-learn's ``mutual_info_classif`` once scored a constant column
-above its target's entropy: its issue 30772).
+alpha m_0 / m when the true nulls' p-values are independent, or positively regression dependent on
+a subset (Benjamini & Yekutieli 2001, Theorem 1.2). Under any other dependence between the
+columns, ``fdr="by"`` gives Benjamini & Yekutieli's q-values, the same with m replaced by
+m sum_{i<=m} 1/i, whose bound holds whatever the dependence (:func:`benjamini_yekutieli`). A
+constant column carries no information: MI 0 and p = 1, with a note (scikit-learn's
+``mutual_info_classif`` once scored a constant column above its target's entropy: its issue 30772).
 """
 
 from __future__ import annotations
@@ -94,34 +112,42 @@ from mitool.estimators.base import ArrayLike, as_rows, holds_labels, interval_te
 from mitool.runtime import chosen_threads
 
 __all__ = [
+    "CO_SPREAD_WARNING",
     "DEFAULT_PERMUTATIONS",
     "FDR_METHODS",
     "LINEAR_COMPANIONS",
     "POINT_STATISTICS",
     "TAIL_EXCEEDANCES",
     "TAIL_METHODS",
+    "REGRESSION_MODELS",
     "TEST_DEFAULTS",
+    "Z_METHODS",
     "Z_NEIGHBOURS",
     "Component",
     "FeatureMI",
     "IndependenceTest",
     "NullSummary",
     "TailFit",
+    "ZRegression",
     "benjamini_hochberg",
     "benjamini_yekutieli",
     "bonferroni_tails",
+    "completed_permutation",
     "fdr_qvalues",
     "feature_mi",
     "feature_scores",
     "fit_tail",
     "frenzel_pompe_statistic",
+    "gcm_statistic",
     "independence_test",
     "ksg_statistic",
     "linear_statistic",
     "local_permutation",
     "min_p_combination",
+    "neighbourhood_spread",
     "permutation_pvalue",
     "plugin_statistic",
+    "regress_on_z",
     "tail_pvalue",
 ]
 
@@ -236,7 +262,13 @@ class IndependenceTest:
     conditional: whether Z was given. n_pairs: the rows. seconds: wall time. scheme: the
     permutations in a few words (for ``str``). tail: "none" (the permutation p-value, the default),
     or, with ``tail="gpd"``, what :func:`tail_pvalue` did (:data:`TAIL_METHODS`: "gpd" where the
-    p-value is the generalized Pareto tail's).
+    p-value is the generalized Pareto tail's; "chi-square" for the GCM). z_method: given a
+    continuous Z, the scheme (:data:`Z_METHODS`: "residual", "local" or "gcm"; else "none"): with
+    "residual", ``statistic`` is the KSG estimate of I(X - f(Z); Y - g(Z)), the MI of the
+    residuals; with "gcm", Shah & Peters' chi-square statistic T (:func:`gcm_statistic`), not an
+    MI. warnings: where the neighbourhood diagnostic says the p-value may be too small
+    (:func:`neighbourhood_spread`); read such a p-value as unreliable. diagnostic: the spreads and
+    the regressions' unexplained variance behind it.
     """
 
     statistic: float
@@ -253,14 +285,27 @@ class IndependenceTest:
     null_values: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
     tail: str = "none"
     components: tuple[Component, ...] = ()
+    z_method: str = "none"
+    warnings: tuple[str, ...] = ()
+    diagnostic: dict[str, float] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return (f"IndependenceTest(statistic={self.statistic:.4g}, pvalue={self.pvalue:.4g}, "
                 f"permutations={self.permutations}, estimator={self.estimator!r})")  # fmt: skip
 
     def __str__(self) -> str:
-        """One sentence: the statistic, the p-value, how many permutations of what."""
+        """One sentence: the statistic, the p-value, how many permutations of what (and the
+        diagnostic's warning, where there is one)."""
+        warned = "".join(f" Warning: {text}." for text in self.warnings)
+        return self._sentence() + warned
+
+    def _sentence(self) -> str:
         quantity = "I(X; Y | Z)" if self.conditional else "I(X; Y)"
+        if self.z_method == "residual":
+            quantity = "I(X - f(Z); Y - g(Z))"
+        if self.z_method == "gcm":
+            return (f"Generalised covariance measure of X and Y given Z: T = {self.statistic:.4g}, p = "
+                    f"{self.pvalue:.3g} ({self.scheme}).")  # fmt: skip
         if not self.permutations:
             return f"{quantity} = {self.statistic:.4f} nats, p = 1 (no permutations needed: {self.scheme})."
         smallest = self.pvalue <= 1 / (self.permutations + 1) * (1 + 1e-9) and self.tail != "gpd"
@@ -286,7 +331,8 @@ class IndependenceTest:
             "null": self.null.as_dict(), "method": self.method, "notes": list(self.notes),
             "estimator": self.estimator, "conditional": self.conditional, "n_pairs": self.n_pairs,
             "seconds": self.seconds, "tail": self.tail,
-            "components": [part.as_dict() for part in self.components], "summary": str(self),
+            "components": [part.as_dict() for part in self.components], "z_method": self.z_method,
+            "warnings": list(self.warnings), "diagnostic": dict(self.diagnostic), "summary": str(self),
         }  # fmt: skip
 
 
@@ -296,7 +342,8 @@ class FeatureMI:
 
     columns: the column names. statistic: the MI, nats. ci_low, ci_high: the estimator's interval
     (:attr:`mitool.Estimate.interval` says what it covers: the sampling noise of the pairs).
-    pvalue: the permutation p-value of each column. qvalue: the Benjamini-Hochberg q-values.
+    pvalue: the permutation p-value of each column. qvalue: the Benjamini-Hochberg q-values
+    (Benjamini-Yekutieli's with ``fdr="by"``; ``method`` says which).
     permutations: B per column. method: what was done. notes: one tuple of notes per column.
     """
 
@@ -1227,6 +1274,310 @@ def _z_neighbours(z: np.ndarray, count: int) -> np.ndarray:
     )
 
 
+def completed_permutation(drawn: np.ndarray, scores: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A draw of :func:`local_permutation` made a permutation: of the rows that took the same X,
+    one (at random) keeps it, and the others, in a random order, each take the nearest X in Z
+    (max-norm on ``scores``) that no row took. The repeats of a local permutation (5.9%, 9.8% and
+    12.7% of the rows with a 1-, 3- and 5-D Z at n = 400, five candidates) would otherwise put ties
+    in X that the data do not have.
+
+    Examples
+    --------
+    >>> scores = np.arange(4.0)[:, None]
+    >>> completed_permutation(np.array([1, 1, 2, 3]), scores, np.random.default_rng(0)).tolist() in (
+    ...     [0, 1, 2, 3], [1, 0, 2, 3])
+    True
+    """
+    size = len(drawn)
+    free = np.flatnonzero(np.bincount(drawn, minlength=size) == 0)
+    if not len(free):
+        return drawn
+    kept, extra = np.zeros(size, dtype=bool), []
+    for row in rng.permutation(size).tolist():
+        if kept[drawn[row]]:
+            extra.append(row)
+        kept[drawn[row]] = True
+    distance = np.max(np.abs(scores[extra][:, None, :] - scores[free][None, :, :]), axis=2)
+    completed = drawn.copy()
+    for place, row in enumerate(extra):
+        chosen = int(np.argmin(distance[place]))
+        completed[row] = free[chosen]
+        distance[:, chosen] = np.inf
+    return completed
+
+
+# --- regressions on Z: the residual scheme, the generalised covariance measure, the diagnostic -------
+
+Z_METHODS = ("auto", "residual", "local", "gcm")
+"""How a test given a continuous Z is made (``z_method``): "residual" (the default, "auto", where no
+estimator is named), Runge's "local" permutation of X itself (the default with a named estimator),
+or Shah & Peters' generalised covariance measure "gcm" (see :func:`independence_test`)."""
+
+REGRESSION_MODELS = ("linear", "quadratic", "cubic", "spline", "knn")
+"""The regressions of X (and of Y) on Z's rank scores that :func:`regress_on_z` chooses from by
+leave-one-out error: ridge regressions on the monomials of degree 1, up to 2 and up to 3 (the
+third only while its columns are at most n / 4), on additive cubic B-splines (6 interior knots at
+each coordinate's quantiles), and the k-nearest-neighbour mean (k up to min(50, n / 4))."""
+
+RIDGE_PENALTIES = np.logspace(-4, 3, 15)
+"""The ridge penalties tried, times n / 100, on standardised features (the intercept is not
+penalised)."""
+
+CO_SPREAD_WARNING = {"local": 0.1, "residual": 16.0, "gcm": 0.25}
+"""The diagnostic's thresholds on the co-spread C (:func:`neighbourhood_spread`), per scheme: a test
+given a continuous Z warns where C exceeds its scheme's. "local": Runge's permutation of X rejected
+true nulls too often from C of about 0.1 up (10% at C = 0.1 in issue 52's measurement, 30% at a
+median C of 0.65, 97% at 6, n = 400); it held its level on nulls of median C up to 0.023
+(bench/independence.py's common cause and 3-D Z, of which the threshold warns 1% and 0%).
+"residual": about the largest C of the 1700 null data sets at n = 400 the residual scheme was
+calibrated on (16.4): beyond, nothing was measured. "gcm": the three nulls of which the GCM
+rejected 9 to 12% had a median C of 0.3 or more (it held its level on three others of such C), and
+it held its level on every null of median C below 0.25 (docs/independence.md)."""
+
+
+@dataclass(frozen=True)
+class ZRegression:
+    """One side's regression on Z (:func:`regress_on_z`): ``target`` the side on the scale chosen
+    (standardised values, or the standardised normal scores of the ranks), ``fitted`` its
+    leave-one-out prediction from Z, ``residual`` = target - fitted (n, d); ``models``, ``scales``
+    and ``z_scales`` (Z's values or rank scores) each column's choice, ``unexplained`` each
+    column's leave-one-out mean squared error over its variance (1 - the cross-validated R^2)."""
+
+    target: np.ndarray
+    fitted: np.ndarray
+    models: tuple[str, ...]
+    scales: tuple[str, ...]
+    unexplained: np.ndarray
+    z_scales: tuple[str, ...] = ()
+
+    @property
+    def residual(self) -> np.ndarray:
+        return self.target - self.fitted
+
+
+def _ridge_loo(features: np.ndarray, target: np.ndarray) -> tuple[float, np.ndarray]:
+    """The leave-one-out predictions of ridge regression (intercept unpenalised, standardised
+    features) at the penalty of :data:`RIDGE_PENALTIES` with the smallest leave-one-out error:
+    prediction_i = y_i - e_i / (1 - h_ii), e the residual of the full fit and h the hat matrix's
+    diagonal, from one singular value decomposition."""
+    n = len(target)
+    scale = features.std(axis=0)
+    standard = (features - features.mean(axis=0)) / np.where(scale > 0, scale, 1.0)
+    left, values, _ = np.linalg.svd(standard, full_matrices=False)
+    if values.size:
+        keep = values > values[0] * 1e-10
+        left, values = left[:, keep], values[keep]
+    mean = target.mean(axis=0)
+    projected = left.T @ (target - mean)
+    best: tuple[float, np.ndarray] = (math.inf, np.broadcast_to(mean, target.shape).copy())
+    for penalty in RIDGE_PENALTIES * n / 100:
+        shrink = values**2 / (values**2 + penalty)
+        fitted = mean + left @ (shrink[:, None] * projected)
+        leverage = np.minimum((left**2) @ shrink + 1.0 / n, 1 - 1e-9)
+        predicted = target - (target - fitted) / (1 - leverage)[:, None]
+        error = float(np.mean((target - predicted) ** 2))
+        if error < best[0]:
+            best = (error, predicted)
+    return best
+
+
+def _monomials(z: np.ndarray, degree: int) -> np.ndarray:
+    from itertools import combinations_with_replacement
+
+    columns = [
+        np.prod(z[:, list(chosen)], axis=1)
+        for power in range(1, degree + 1)
+        for chosen in combinations_with_replacement(range(z.shape[1]), power)
+    ]
+    return np.column_stack(columns)
+
+
+def _additive_splines(z: np.ndarray, knots: int = 6) -> np.ndarray:
+    """Cubic B-splines of each coordinate, interior knots at its quantiles (the first basis
+    function of each dropped: the intercept is the ridge's)."""
+    from scipy.interpolate import BSpline
+
+    columns = []
+    for values in z.T:
+        inner = np.unique(np.quantile(values, np.linspace(0, 1, knots + 2)))
+        if len(inner) < 2:
+            continue
+        edges = np.r_[[inner[0]] * 3, inner, [inner[-1]] * 3]
+        basis = BSpline.design_matrix(np.clip(values, inner[0], inner[-1]), edges, 3).toarray()
+        columns.append(basis[:, 1:])
+    return np.hstack(columns) if columns else z
+
+
+def _knn_loo(z: np.ndarray, target: np.ndarray) -> tuple[float, np.ndarray]:
+    """The leave-one-out k-nearest-neighbour mean (Euclidean on Z's scores) at the k of smallest
+    leave-one-out error, k = 1 .. min(50, n / 4), all from one query."""
+    from scipy.spatial import cKDTree
+
+    n = len(z)
+    most = max(1, min(50, n // 4))
+    found = cKDTree(z).query(z, k=most + 1, workers=chosen_threads())[1]
+    itself = found[:, :1] == np.arange(n)[:, None]
+    others = np.where(itself, found[:, 1:], found[:, :-1])  # each row's nearest rows but itself
+    means = np.cumsum(target[others], axis=1) / np.arange(1, most + 1)[None, :, None]
+    errors = np.mean((means - target[:, None, :]) ** 2, axis=(0, 2))
+    best = int(np.argmin(errors))
+    return float(errors[best]), means[:, best, :]
+
+
+def _best_regression(z: np.ndarray, target: np.ndarray) -> tuple[float, np.ndarray, str]:
+    """The model of :data:`REGRESSION_MODELS` with the smallest leave-one-out error on one column."""
+    n = len(z)
+    found = {"knn": _knn_loo(z, target)}
+    candidates = {"linear": lambda: z, "quadratic": lambda: _monomials(z, 2),
+                  "spline": lambda: _additive_splines(z)}  # fmt: skip
+    if math.comb(z.shape[1] + 3, 3) - 1 <= n / 4:
+        candidates["cubic"] = lambda: _monomials(z, 3)
+    for name, features in candidates.items():
+        found[name] = _ridge_loo(features(), target)
+    name = min(found, key=lambda key: found[key][0])
+    return found[name][0], found[name][1], name
+
+
+def regress_on_z(values: np.ndarray, z: np.ndarray) -> ZRegression:
+    """Each column of ``values`` regressed on Z: on the scale (the standardised values, or the
+    standardised normal scores of their ranks) and with the model (:data:`REGRESSION_MODELS`) of
+    smallest leave-one-out mean squared error relative to the column's variance, and the
+    leave-one-out predictions (so that a residual is not fitted to itself).
+
+    Z enters standardised, as its values or as the normal scores of its ranks, whichever fits
+    better (``z_scales``), as does the column. The choice among a few models by cross-validation is
+    a small "super learner" (van der Laan, Polley & Hubbard 2007, Stat. Appl. Genet. Mol. Biol.
+    6:25): its error is close to the best of the candidates'. The values' own scale fits a smooth
+    dependence best (a rank transform bends tanh's flat ends into steep ones, and moves Z's values
+    by more than a small noise: X = z + 0.1 e is linear in Z's values, not in its rank scores); the
+    rank scale keeps an outlier from deciding the fit.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> z = rng.normal(size=(400, 2)); x = np.sin(2 * z[:, :1]) + 0.3 * rng.normal(size=(400, 1))
+    >>> fit = regress_on_z(x, z)
+    >>> fit.scales, bool(fit.unexplained[0] < 0.25)
+    (('values',), True)
+    """
+    from mitool.estimators.preparation import normal_scores, standardise
+
+    inputs = {
+        "values": standardise(np.asarray(z, dtype=float))[0],
+        "ranks": standardise(normal_scores(z)[0])[0],
+    }
+    rows = np.asarray(values, dtype=float).reshape(len(z), -1)
+    targets, fits, models, scales, z_scales, unexplained = [], [], [], [], [], []
+    for column in rows.T:
+        scaled = {
+            "values": standardise(column[:, None])[0],
+            "ranks": standardise(normal_scores(column[:, None])[0])[0],
+        }
+        tried = {(scale, given): _best_regression(inputs[given], target)
+                 for scale, target in scaled.items() for given in inputs}  # fmt: skip
+        chosen = min(tried, key=lambda key: tried[key][0] / max(float(np.var(scaled[key[0]])), 1e-300))
+        error, fitted, model = tried[chosen]
+        targets.append(scaled[chosen[0]][:, 0])
+        fits.append(fitted[:, 0])
+        models.append(model)
+        scales.append(chosen[0])
+        z_scales.append(chosen[1])
+        unexplained.append(error / max(float(np.var(scaled[chosen[0]])), 1e-300))
+    return ZRegression(np.column_stack(targets), np.column_stack(fits), tuple(models), tuple(scales),
+                       np.array(unexplained), tuple(z_scales))  # fmt: skip
+
+
+def neighbourhood_spread(fit_x: ZRegression, fit_y: ZRegression, candidates: np.ndarray) -> dict[str, float]:
+    """How wide the local permutation's neighbourhoods are for X's and Y's dependence on Z, from
+    their regressions f and g on Z (:func:`regress_on_z`) and each row's neighbourhood N(i) (its
+    k_perm nearest rows in Z):
+
+        S_X = mean_i var_{j in N(i)} f(z_j) / var(x - f(z))                  (and S_Y with g)
+        C   = |mean_i cov_{j in N(i)} (f(z_j), g(z_j))| / sqrt(var(x - f(z)) var(y - g(z)))
+
+    (for several columns, the largest over columns and pairs of columns). S_X is the part of X's
+    dependence on Z that a draw within a neighbourhood does not keep, against X's variance given Z.
+    A draw of X within the neighbourhoods of Z keeps X's law given Z only where S_X is small
+    (Kim, Neykov, Balakrishnan & Wasserman 2022, Ann. Stat. 50:3388, ask that law to change little
+    within a neighbourhood); what makes a null rejected is the co-spread C: the covariance of f and
+    g within the neighbourhoods that the data carry and the draws lose, as a correlation against
+    the noise of X and Y, 0 where the neighbourhoods are points. Returns ``spread_x``, ``spread_y``
+    and ``co_spread``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> z = rng.normal(size=(300, 1))
+    >>> steep = regress_on_z(5 * z + 0.1 * rng.normal(size=(300, 1)), z)
+    >>> spread = neighbourhood_spread(steep, steep, _z_neighbours(z, 5))
+    >>> bool(spread["spread_x"] > 1), bool(spread["co_spread"] > 1)
+    (True, True)
+    """
+    fitted_x, fitted_y = fit_x.fitted[candidates], fit_y.fitted[candidates]  # (n, k, d)
+    noise_x = np.maximum(np.var(fit_x.residual, axis=0), 1e-300)
+    noise_y = np.maximum(np.var(fit_y.residual, axis=0), 1e-300)
+    centred_x = fitted_x - fitted_x.mean(axis=1, keepdims=True)
+    centred_y = fitted_y - fitted_y.mean(axis=1, keepdims=True)
+    within = np.einsum("nka,nkb->ab", centred_x, centred_y) / (centred_x.shape[0] * centred_x.shape[1])
+    return {
+        "spread_x": float(np.max(np.mean(centred_x**2, axis=(0, 1)) / noise_x)),
+        "spread_y": float(np.max(np.mean(centred_y**2, axis=(0, 1)) / noise_y)),
+        "co_spread": float(np.max(np.abs(within) / np.sqrt(np.outer(noise_x, noise_y)))),
+    }
+
+
+def gcm_statistic(residual_x: np.ndarray, residual_y: np.ndarray) -> tuple[float, float, int]:
+    """Shah & Peters' generalised covariance measure (2020, "The hardness of conditional
+    independence testing and the generalised covariance measure", Ann. Stat. 48:1514) of residuals
+    of X and of Y on Z: with R_i the products of row i's residuals (dx dy of them),
+
+        T = n Rbar' Sigma^-1 Rbar,     Sigma the covariance of the R_i,
+
+    chi-square with dx dy degrees of freedom under H0 (for one product, T = (sqrt(n) Rbar / sd R)^2,
+    Shah & Peters' normal statistic squared). The level holds as n grows when the product of the
+    two regressions' root mean squared errors shrinks faster than 1 / sqrt(n), whatever else the
+    law does; only a dependence with E[cov(X, Y | Z)] != 0 is seen. Returns (T, p, degrees).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> a, b = rng.normal(size=(2, 500, 1))
+    >>> bool(gcm_statistic(a, b)[1] > 0.05), bool(gcm_statistic(a, a + b)[1] < 1e-6)
+    (True, True)
+    """
+    from scipy import stats
+
+    n = len(residual_x)
+    products = (residual_x[:, :, None] * residual_y[:, None, :]).reshape(n, -1)
+    mean = products.mean(axis=0)
+    covariance = np.atleast_2d(np.cov(products, rowvar=False, bias=True))
+    statistic = float(n * mean @ np.linalg.pinv(covariance) @ mean)
+    degrees = products.shape[1]
+    return statistic, float(stats.chi2.sf(statistic, degrees)), degrees
+
+
+def _diagnosed(fit_x: ZRegression, fit_y: ZRegression, candidates: np.ndarray,
+               scheme: str) -> tuple[dict[str, float], tuple[str, ...]]:  # fmt: skip
+    """The neighbourhood diagnostic of a test given a continuous Z (:func:`neighbourhood_spread`,
+    with the regressions' unexplained variance) and its warning where the co-spread exceeds the
+    scheme's threshold (:data:`CO_SPREAD_WARNING`)."""
+    found = neighbourhood_spread(fit_x, fit_y, candidates)
+    found["unexplained_x"] = float(np.max(fit_x.unexplained))
+    found["unexplained_y"] = float(np.max(fit_y.unexplained))
+    threshold = CO_SPREAD_WARNING[scheme]
+    if found["co_spread"] <= threshold:
+        return found, ()
+    measured = ("beyond the largest co-spread of the nulls the residual scheme was calibrated on" if scheme ==
+                "residual" else f"where the {scheme} scheme was measured to reject true conditional "
+                "independence too often")  # fmt: skip
+    return found, (
+        f"the neighbourhoods of Z ({candidates.shape[1]} nearest rows) are too wide for X's and Y's "
+        f"dependence on Z: the co-spread of their regressions within them is {found['co_spread']:.2g}, above "
+        f"{threshold:g}, {measured} (docs/independence.md), so the p-value may be too small; more rows or "
+        "fewer variables in Z narrow the neighbourhoods",
+    )  # fmt: skip
+
+
 # --- the tests -------------------------------------------------------------------------------------
 
 
@@ -1249,7 +1600,7 @@ def _check_size(estimator: estimators.Estimator, prepared: Prepared) -> None:
     dims = [part.shape[1] for part in (prepared.x, prepared.y, prepared.z) if part is not None]
     needed = estimator.minimum_pairs(*dims)
     if len(prepared.x) < needed:
-        raise checks.ParameterError(
+        raise checks.TooFewSamples(
             "x",
             f"has too few samples ({len(prepared.x)}; the test with {estimator.name} needs at least "
             f"{needed})",
@@ -1294,6 +1645,11 @@ class _Outcome:
     estimator: str
     notes: tuple[str, ...] = ()
     companion: _Companion | None = None
+    pvalue: float | None = None
+    """A p-value that is not the permutation p-value of ``observed`` (the GCM's chi-square)."""
+    z_method: str = "none"
+    warnings: tuple[str, ...] = ()
+    diagnostic: dict[str, float] = field(default_factory=dict)
 
 
 LINEAR_COMPANIONS = ("ksg", "ross", "frenzel-pompe")
@@ -1376,8 +1732,87 @@ def _local(
               f"{_plus_one(count)}.")  # fmt: skip
     notes = (f"local permutation: {np.mean(repeats) / n:.1%} of the rows took an X another row took too (all "
              f"{z_neighbours} candidates taken), on average over the draws",)  # fmt: skip
+    fit_x, fit_y = regress_on_z(prepared.x, prepared.z), regress_on_z(prepared.y, prepared.z)
+    diagnostic, warned = _diagnosed(fit_x, fit_y, candidates, "local")
     return _outcome(observed, null, companion, method=method, scheme="local permutations of X within Z",
-                    estimator=prepared.estimator.name, notes=notes)  # fmt: skip
+                    estimator=prepared.estimator.name, notes=notes, z_method="local", warnings=warned,
+                    diagnostic=diagnostic)  # fmt: skip
+
+
+def _residual(prepared: Prepared, count: int, rng: np.random.Generator, z_neighbours: int) -> _Outcome:
+    """The residual scheme: X and Y less their regressions on Z, X's residuals drawn by Runge's
+    local permutation within Z-neighbourhoods (made a permutation, :func:`completed_permutation`),
+    KSG and the linear statistic on the residuals, combined by min-p."""
+    from mitool.estimators.preparation import normal_scores
+
+    _check_size(prepared.estimator, prepared)
+    n = len(prepared.x)
+    checks.whole_number("z_neighbours", z_neighbours, 2, n)
+    k = prepared.estimator.settings.k
+    fit_x, fit_y = regress_on_z(prepared.x, prepared.z), regress_on_z(prepared.y, prepared.z)
+    candidates = _z_neighbours(prepared.z, z_neighbours)
+    statistic = ksg_statistic(fit_y.residual, fit_x.residual, k)  # X's residual row order[i] with row i
+    linear = linear_statistic(fit_y.residual, fit_x.residual)
+    scores = normal_scores(prepared.z)[0]
+    draw = lambda: completed_permutation(local_permutation(candidates, rng), scores, rng)  # noqa: E731
+    observed, null = _run([statistic, linear], draw, n, count)
+    diagnostic, warned = _diagnosed(fit_x, fit_y, candidates, "residual")
+    combined, own = min_p_combination(observed, null)
+    diagnostic.update(ksg_pvalue=float(own[0]), linear_pvalue=float(own[1]), combined_pvalue=float(combined))
+    chosen = zip(fit_x.models + fit_y.models, fit_x.scales + fit_y.scales, fit_x.z_scales + fit_y.z_scales,
+                 strict=True)  # fmt: skip
+    fitted = ", ".join(f"{model} of the {scale} on Z's {given}" for model, scale, given in chosen)
+    described = ("the linear statistic -1/2 sum log(1 - rho^2) over the canonical correlations of the "
+                 "residuals' rank normal scores")  # fmt: skip
+    method = (f"Conditional permutation test of residuals: X and Y less their regressions on Z "
+              f"(each column's model and scales chosen by leave-one-out error among "
+              f"{', '.join(REGRESSION_MODELS)}, of the values or their rank normal scores, on Z's values "
+              f"or rank normal scores: {fitted}; "
+              f"leave-one-out predictions), then in each of {count} draws every row takes the X-residual of "
+              f"one of its {z_neighbours} nearest rows in Z (Runge 2018's local permutation; the rows that "
+              "took an X another row took then take the nearest X in Z no row took); the statistic KSG "
+              f"(k = {k}, max-norm) on the rank normal scores of the residuals; "
+              f"{_plus_one(count)}.")  # fmt: skip
+    unexplained = ", ".join(f"{value:.2f}" for value in (*fit_x.unexplained, *fit_y.unexplained))
+    notes = (f"regressions on Z: leave-one-out unexplained variance {unexplained} (X's columns, then Y's)",)
+    fields = {"method": method, "scheme": "local permutations of X's residuals within Z",
+              "estimator": "ksg", "notes": notes, "z_method": "residual", "warnings": warned,
+              "diagnostic": diagnostic}  # fmt: skip
+    return _outcome(observed, null, described, **fields)
+
+
+def _gcm(prepared: Prepared, z_neighbours: int) -> _Outcome:
+    """Shah & Peters' generalised covariance measure of the residuals of the regressions on Z."""
+    _check_size(prepared.estimator, prepared)
+    fit_x, fit_y = regress_on_z(prepared.x, prepared.z), regress_on_z(prepared.y, prepared.z)
+    statistic, pvalue, degrees = gcm_statistic(fit_x.residual, fit_y.residual)
+    method = (f"Generalised covariance measure (Shah & Peters 2020): X and Y less their regressions on Z "
+              f"(models chosen by leave-one-out error among {', '.join(REGRESSION_MODELS)}), "
+              "T = n Rbar' Sigma^-1 Rbar over the products R of the residuals, p from the chi-square law "
+              f"with {degrees} degree(s) of freedom; valid as n grows when both regressions converge, blind "
+              "to a dependence without a conditional covariance.")  # fmt: skip
+    candidates = _z_neighbours(prepared.z, min(z_neighbours, len(prepared.x)))
+    diagnostic, warned = _diagnosed(fit_x, fit_y, candidates, "gcm")
+    return _Outcome(statistic, np.zeros(0), method, f"chi-square with {degrees} degree(s) of freedom", "gcm",
+                    pvalue=pvalue, z_method="gcm", warnings=warned, diagnostic=diagnostic)  # fmt: skip
+
+
+def _chosen_z_method(z_method: str, estimator: str | None, linear: bool | None) -> str:
+    """The scheme for a continuous Z: "auto" is "residual" unless an estimator is named."""
+    checks.choice("z_method", z_method, Z_METHODS)
+    if z_method == "auto":
+        return "local" if estimator is not None or linear else "residual"
+    if z_method != "local" and estimator is not None:
+        raise checks.ParameterError(
+            "estimator", f"cannot be named with z_method={z_method!r}, whose statistic is its own (KSG on "
+            "the residuals, or the GCM); use z_method='local' to test with a named statistic",
+        )  # fmt: skip
+    if z_method != "local" and linear:
+        raise checks.ParameterError(
+            "linear", f"cannot be True with z_method={z_method!r}: the partial correlation beside a "
+            "statistic is made with z_method='local' only",
+        )  # fmt: skip
+    return z_method
 
 
 def _within_groups(prepared: Prepared, count: int, rng: np.random.Generator, options: dict[str, Any],
@@ -1520,7 +1955,7 @@ def _check_finite(outcome: _Outcome, prepared: Prepared) -> None:
 def _test(
     x: ArrayLike, y: ArrayLike, z: ArrayLike | None, estimator: str | None, permutations: int | None,
     seed: int, ties: str, discrete: str, z_neighbours: int, settings: dict[str, Any],
-    stream: tuple[int, ...] = (), tail: str = "none", linear: bool | None = None,
+    stream: tuple[int, ...] = (), tail: str = "none", linear: bool | None = None, z_method: str = "auto",
 ) -> tuple[IndependenceTest, Prepared]:  # fmt: skip
     """The test and the prepared data; ``stream`` sets the permutations apart (one per column of
     :func:`feature_mi`); ``linear`` None: the linear companion with the default statistic only."""
@@ -1537,12 +1972,20 @@ def _test(
         outcome = _within_groups(prepared, count, rng, options, seed)
     elif prepared.z is not None:
         prepared = _untied(prepared, seed)
-        outcome = _local(prepared, count, rng, seed, z_neighbours, combine)
+        scheme = _chosen_z_method(z_method, estimator, linear)
+        if scheme == "residual":
+            outcome = _residual(prepared, count, rng, z_neighbours)
+        elif scheme == "gcm":
+            outcome = _gcm(prepared, z_neighbours)
+        else:
+            outcome = _local(prepared, count, rng, seed, z_neighbours, combine)
     else:
         outcome = _unconditional(prepared, count, rng, seed, combine)
     exact = prepared.exact is not None
     _check_finite(outcome, prepared)
     pvalue = 1.0 if exact else permutation_pvalue(outcome.observed, outcome.null)
+    if outcome.pvalue is not None:
+        pvalue, count = outcome.pvalue, 0
     method, used, components = outcome.method + _combined_sentence(outcome.companion), "none", ()
     method += (
         " The statistic is chosen for the test's power (more neighbours average over wider cells), "
@@ -1555,7 +1998,9 @@ def _test(
         )  # fmt: skip
         components = (Component(outcome.estimator, outcome.observed, float(own[0]), outcome.null),
                       Component("linear", companion.observed, float(own[1]), companion.null))  # fmt: skip
-    if tail == "gpd" and not exact and outcome.companion is None:
+    if outcome.pvalue is not None:
+        used = "chi-square"
+    elif tail == "gpd" and not exact and outcome.companion is None:
         pvalue, used, fitted = _tail(outcome.observed, outcome.null, TAIL_EXCEEDANCES)
         method += " " + _tail_sentence(used, fitted)
     elif tail == "gpd" and not exact:
@@ -1566,7 +2011,8 @@ def _test(
         permutations=0 if exact else count, null=NullSummary.of(outcome.null), method=method,
         notes=(*prepared.notes, *notes, *outcome.notes), estimator=outcome.estimator, conditional=conditional,
         n_pairs=len(prepared.x), seconds=time.perf_counter() - start, scheme=outcome.scheme,
-        null_values=outcome.null, tail=used, components=components,
+        null_values=outcome.null, tail=used, components=components, z_method=outcome.z_method,
+        warnings=outcome.warnings, diagnostic=outcome.diagnostic,
     )  # fmt: skip
     return result, prepared
 
@@ -1585,15 +2031,18 @@ def independence_test(
     tail: str = "none",
     linear: bool | None = None,
     missing: str = "drop",
+    z_method: str = "auto",
     **settings: Any,
 ) -> IndependenceTest:
     """A permutation test of H0: X and Y are independent (with ``z``: independent given Z), with
     the MI estimate as the statistic (see the module for the mathematics).
 
     p = (1 + #{b : T_b >= T}) / (1 + B) over B permutations (Phipson & Smyth 2010): valid at any n,
-    never 0. Unconditional: the rows of Y permuted. Given a continuous Z: Runge's (2018) local
-    permutation of X within Z-neighbourhoods, the statistic Frenzel & Pompe's conditional KSG.
-    Given a discrete Z: X permuted within each group of Z.
+    never 0. Unconditional: the rows of Y permuted. Given a continuous Z (``z_method``): by default
+    X and Y less their regressions on Z, X's residuals drawn by Runge's (2018) local permutation
+    within Z-neighbourhoods, KSG on the residuals the statistic; or Runge's local permutation of X
+    itself with Frenzel & Pompe's conditional KSG; or Shah & Peters' generalised covariance
+    measure. Given a discrete Z: X permuted within each group of Z.
 
     Parameters
     ----------
@@ -1627,6 +2076,34 @@ def independence_test(
     missing : str
         "drop" (default): rows with a missing value (NaN, None, pandas' NA) in x, y or z are left
         out, with a note; "refuse": a missing value is an error naming its row.
+    z_method : "auto", "residual", "local" or "gcm"
+        Given a continuous Z, how H0: X independent of Y given Z is tested (a discrete Z is always
+        tested by permutations within its groups, exactly).
+
+        * "residual" ("auto" when no estimator is named and ``linear`` is not True): each column of
+          X and of Y is regressed on Z's rank scores by the model of smallest leave-one-out error
+          (:func:`regress_on_z`), giving residuals r_X = X - f(Z), r_Y = Y - g(Z); each draw gives
+          every row the r_X of one of its ``z_neighbours`` nearest rows in Z (Runge's local
+          permutation), and the statistic is KSG on the rank scores of (r_X, r_Y). Under H0, r_X
+          and r_Y are independent given Z; the draw keeps r_X's law given Z where that law changes
+          little within a neighbourhood, which the regression makes so: what is left of X's
+          dependence on Z is its regression's error, not the dependence itself (the Z-dependence
+          that broke the "local" scheme, Kim, Neykov, Balakrishnan & Wasserman 2022).
+        * "local" ("auto" with a named estimator, or ``linear=True``): Runge's local permutation of
+          X itself, the statistic Frenzel & Pompe's I(X; Y | Z) (or the named estimator's). Valid
+          where X's law given Z changes little within the neighbourhoods: not where X and Y both
+          depend strongly on a Z of several dimensions.
+        * "gcm": Shah & Peters' generalised covariance measure of the two residuals
+          (:func:`gcm_statistic`): no permutations, p from a chi-square law; valid as n grows when
+          both regressions converge fast enough; sees only a dependence with a conditional
+          covariance.
+
+        Every test given a continuous Z reports the neighbourhood diagnostic
+        (:func:`neighbourhood_spread`) in ``.diagnostic`` and, where it exceeds
+        :data:`CO_SPREAD_WARNING` for the scheme used, a warning in ``.warnings`` and ``str``: then the
+        p-value may be too small. No test of conditional independence holds its level over every
+        law (Shah & Peters 2020, No-free-lunch theorem); the warning says where this one is known not
+        to.
     **settings
         The estimator's own settings (``k=8``).
 
@@ -1634,7 +2111,8 @@ def independence_test(
     -------
     IndependenceTest
         ``.statistic`` (nats), ``.pvalue``, ``.permutations``, ``.null`` (mean, std, quantiles),
-        ``.method`` and ``.notes``; ``str(result)`` says it in a sentence.
+        ``.method`` and ``.notes``; given a continuous Z, ``.z_method``, ``.diagnostic`` and
+        ``.warnings``; ``str(result)`` says it in a sentence.
 
     Raises
     ------
@@ -1659,7 +2137,8 @@ def independence_test(
     True
     """
     checks.choice("tail", tail, ("none", "gpd"))
-    options = {"tail": tail, "linear": linear}
+    checks.choice("z_method", z_method, Z_METHODS)
+    options = {"tail": tail, "linear": linear, "z_method": z_method}
     settings = {**settings, "missing": missing}
     return _test(x, y, z, estimator, permutations, seed, ties, discrete, z_neighbours, settings, **options)[0]
 
@@ -1754,6 +2233,7 @@ def feature_mi(
     columns: Sequence[str] | None = None,
     missing: str = "drop",
     fdr: str = "bh",
+    intervals: bool = True,
     **settings: Any,
 ) -> FeatureMI:
     """Each column of X against y: its MI, the estimator's interval, the permutation p-value of
@@ -1773,7 +2253,8 @@ def feature_mi(
     discrete_target : "auto" or bool
         Whether y is discrete (labels always are).
     permutations : int
-        B per column.
+        B per column; 0: no test, the statistics alone (``.pvalue`` and ``.qvalue`` NaN), each
+        the value the test would give (the same numbers, at the cost of one statistic a column).
     seed : int
         All the randomness (column j's permutations are their own stream).
     ties : str
@@ -1788,6 +2269,8 @@ def feature_mi(
         the null columns' p-values independent or positively dependent (PRDS); "by",
         Benjamini-Yekutieli, a bound under any dependence between the columns at the price of a
         factor sum_{i<=m} 1/i on the q-values (:func:`benjamini_yekutieli`).
+    intervals : bool
+        The estimator's interval of each column (default); False: NaN, one estimate a column fewer.
     **settings
         The statistics' own settings (``k=20``: more neighbours, more power against weak
         dependence; see :func:`independence_test`).
@@ -1817,48 +2300,97 @@ def feature_mi(
     if not isinstance(discrete_target, (bool, np.bool_)):
         checks.choice("discrete_target", discrete_target, ("auto",))
     target_declared = None if isinstance(discrete_target, str) else bool(discrete_target)
-    checks.whole_number("permutations", permutations, 1)
+    checks.whole_number("permutations", permutations, 0)
     checks.choice("fdr", fdr, FDR_METHODS)
     settings = {**settings, "missing": missing}
     rows: list[tuple[float, float, float, float, tuple[str, ...]]] = []
     for index, column in enumerate(_feature_columns(X)):
         discrete = _column_discrete(column, y, declared[index], target_declared, names[index])
-        result, prepared = _test(column, y, None, None, permutations, seed, ties, discrete, Z_NEIGHBOURS,
-                                 settings, stream=(index,))  # fmt: skip
-        notes = result.notes
+        if permutations:
+            result, prepared = _test(column, y, None, None, permutations, seed, ties, discrete, Z_NEIGHBOURS,
+                                     settings, stream=(index,))  # fmt: skip
+            value, pvalue, notes = result.statistic, result.pvalue, result.notes
+        else:
+            value, prepared = _feature_statistic(column, y, seed, ties, discrete, settings)
+            pvalue, notes = math.nan, prepared.notes
         if prepared.exact is not None:
             low = high = 0.0
             if any(note.startswith("x is constant") for note in prepared.exact.notes):
                 notes = (f"column {names[index]} is constant: it carries no information, MI 0 and p = 1 (no "
                          "permutations needed)", *notes)  # fmt: skip
-        else:
+                pvalue = 1.0
+        elif intervals:
             interval = prepared.estimator.estimate(prepared.x, prepared.y, seed=seed)
             low, high = interval.ci_low, interval.ci_high
-        rows.append((result.statistic, low, high, result.pvalue, notes))
+        else:
+            low = high = math.nan
+        rows.append((value, low, high, pvalue, notes))
     statistic, low, high, pvalue = (np.array([row[j] for row in rows], dtype=float) for j in range(4))
-    method = (f"Each column against y by independence_test ({permutations} permutations of y per column; "
-              f"{_plus_one(permutations)}); the interval is the estimator's (the sampling noise of the "
-              f"pairs); q: {_FDR_NAMES[fdr]} over the columns.")  # fmt: skip
-    return FeatureMI(names, statistic, low, high, pvalue, fdr_qvalues(pvalue, fdr), permutations, method,
+    if permutations:
+        method = (f"Each column against y by independence_test ({permutations} permutations of y per column; "
+                  f"{_plus_one(permutations)}); the interval is the estimator's (the sampling noise of the "
+                  f"pairs); q: {_FDR_NAMES[fdr]} over the columns.")  # fmt: skip
+        qvalue = fdr_qvalues(pvalue, fdr)
+    else:
+        method = ("Each column against y: independence_test's statistic on the data, without permutations "
+                  "(p-values NaN, but 1 for a constant column; q-values NaN); the interval is the "
+                  "estimator's (the sampling noise of the pairs).")  # fmt: skip
+        qvalue = np.full(len(pvalue), math.nan)
+    if not intervals:
+        method += " No intervals were computed (NaN)."
+    return FeatureMI(names, statistic, low, high, pvalue, qvalue, permutations, method,
                      tuple(row[4] for row in rows))  # fmt: skip
 
 
-def feature_scores(X: Any, y: ArrayLike, **options: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(MI, p-value) of each column of X against y (:func:`feature_mi` with ``options``), the pair
-    scikit-learn's univariate selectors take as ``score_func``::
+def _feature_statistic(
+    column: Any, y: ArrayLike, seed: int, ties: str, discrete: str, settings: dict[str, Any]
+) -> tuple[float, Prepared]:
+    """The statistic that :func:`_test` computes on the data of one column and y, the data
+    prepared as it prepares them, without the permutations; 0 where a side is constant."""
+    options = {"estimator": None, "ties": ties, "seed": seed, **settings}
+    prepared = prepare(column, y, None, discrete=discrete, defaults=TEST_DEFAULTS, **options)
+    if prepared.exact is not None:
+        return 0.0, prepared
+    _check_size(prepared.estimator, prepared)
+    statistic, _ = _unconditional_statistic(prepared.estimator, prepared.x, prepared.y, seed)
+    value = float(statistic(np.arange(len(prepared.x))))
+    if not math.isfinite(value):
+        raise checks.ParameterError(
+            "estimator", f"{prepared.estimator.name} gives a statistic that is not a finite number on the "
+            f"data ({len(prepared.x)} pairs); use the default statistic (k-NN on ranks)",
+        )  # fmt: skip
+    return value, prepared
 
-        SelectKBest(mitool.feature_scores, k=3)                     # the 3 columns of highest MI
-        SelectFdr(mitool.feature_scores, alpha=0.05)                # BH at 5% on the p-values
-        SelectKBest(partial(mitool.feature_scores, permutations=199), k=3)   # faster
+
+def feature_scores(
+    X: Any, y: ArrayLike, *, permutations: int = 0, **options: Any
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """The MI of each column of X against y (:func:`feature_mi`'s ``.statistic``, with ``options``),
+    as scikit-learn's univariate selectors take a ``score_func``.
+
+    By default (``permutations=0``) the scores alone, one k-NN statistic a column and no
+    permutations nor intervals, fast enough to sit inside ``cross_val_score`` or ``GridSearchCV``;
+    with ``permutations`` B > 0, the pair (scores, permutation p-values), B permutations a column,
+    which the selectors by p-value need::
+
+        SelectKBest(mitool.feature_scores, k=3)                             # the 3 columns of highest MI
+        SelectFdr(partial(mitool.feature_scores, permutations=999), alpha=0.05)   # BH at 5% on p-values
+        cross_val_score(make_pipeline(SelectKBest(mitool.feature_scores, k=3), Ridge()), X, y)  # per fold
+
+    The scores are the numbers the test gives (``permutations`` changes only whether p-values come
+    with them), the same in every call on the same data (``seed``); a constant column scores 0.
 
     Examples
     --------
     >>> import numpy as np, mitool
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(200, 3)); y = X[:, 1] + 0.5 * rng.normal(size=200)
+    >>> scores = mitool.feature_scores(X, y)
+    >>> int(np.argmax(scores)), scores.shape
+    (1, (3,))
     >>> scores, pvalues = mitool.feature_scores(X, y, permutations=49)
     >>> int(np.argmax(scores)), float(pvalues[1])
     (1, 0.02)
     """
-    result = feature_mi(X, y, **options)
-    return result.statistic, result.pvalue
+    result = feature_mi(X, y, permutations=permutations, intervals=False, **options)
+    return (result.statistic, result.pvalue) if permutations else result.statistic

@@ -97,6 +97,8 @@ import numpy as np
 from mitool import checks
 from mitool.estimators.base import interval_text
 from mitool.independence import (
+    _FDR_NAMES,
+    FDR_METHODS,
     TAIL_REACHED,
     TEST_DEFAULTS,
     Z_NEIGHBOURS,
@@ -108,8 +110,8 @@ from mitool.independence import (
     _feature_columns,
     _permutation_count,
     _test,
-    benjamini_hochberg,
     bonferroni_tails,
+    fdr_qvalues,
     fit_tail,
     ksg_statistic,
     linear_statistic,
@@ -736,7 +738,8 @@ def _folder(out: str | Path | None, config: dict[str, Any]) -> Iterator[Path | N
 def _columns_of(data: Any, columns: Sequence[str] | None) -> tuple[list[np.ndarray], tuple[str, ...]]:
     """The table's columns, each float64 numbers (NaN where missing) or an object array of labels
     (None where missing), and their names."""
-    from mitool.estimators.base import holds_labels
+    from mitool.estimators.base import FEWEST_PAIRS, holds_labels
+    from mitool.estimators.values import safe_scale
     from mitool.independence import _column_names
 
     parts = _feature_columns(data)
@@ -755,7 +758,10 @@ def _columns_of(data: Any, columns: Sequence[str] | None) -> tuple[list[np.ndarr
         if np.isinf(column).any():
             row = int(np.argmax(np.isinf(column)))
             raise checks.ParameterError("data", f"holds infinite values (first in column {name}, row {row})")
+        safe_scale(f"column {name}", column[:, None])  # an extreme value is refused naming its column
         table.append(column)  # NaN: a missing value, left out of each pair it is in
+    if len(table) and len(table[0]) < FEWEST_PAIRS:
+        raise checks.TooFewSamples("data", f"has {len(table[0])} row(s); an MI needs at least {FEWEST_PAIRS}")
     if len(table) < 2:
         raise checks.ParameterError("data", f"needs at least two columns, got {len(table)}")
     if len(set(names)) != len(names):
@@ -814,6 +820,23 @@ def _fast_job(table: Columns, candidates: np.ndarray, estimator: str | None, per
                 chosen.settings.level, chosen.minimum_pairs(1, 1), chosen)  # fmt: skip
 
 
+PAIR_BYTES = 150
+"""Memory a pair of columns takes while a matrix is made (its indices, flags, five results and
+their q-value), beside the (p x p) matrices of the result, for :func:`_refuse_too_many_pairs`."""
+
+
+def _refuse_too_many_pairs(width: int) -> None:
+    """A one-line refusal, before any work, of a matrix whose pairs would not fit in the free memory
+    (10 000 columns: 50 million pairs, once 6.7 GB before a word was said)."""
+    from mitool.runtime import refuse_beyond_memory
+
+    pairs = width * (width - 1) // 2
+    refuse_beyond_memory(
+        "data", PAIR_BYTES * pairs + 6 * 8.0 * width**2, f"a matrix of {width} columns ({pairs} pairs)",
+        "pair fewer columns (--columns), or reduce them first (clusters, principal components)",
+    )  # fmt: skip
+
+
 def mi_matrix(
     data: Any,
     *,
@@ -828,10 +851,12 @@ def mi_matrix(
     columns: Sequence[str] | None = None,
     null: str = "shared",
     tail: str = "gpd",
+    fdr: str = "bh",
     **settings: Any,
 ) -> MatrixResult:
     """The MI of every pair of columns of ``data``, its p-value (by permutations, or from the shared
-    null's tail) and the Benjamini-Hochberg q-value over all pairs (see the module).
+    null's tail) and the Benjamini-Hochberg (or, ``fdr="by"``, Benjamini-Yekutieli) q-value over all
+    pairs (see the module).
 
     Parameters
     ----------
@@ -868,6 +893,10 @@ def mi_matrix(
         (:func:`mitool.independence.tail_pvalue`; needs B >= 397, else the permutation p-value with a
         note); "none", the permutation p-value, whose floor is 1 / (B + 1). Pairs with their own
         permutations always have the permutation p-value.
+    fdr : "bh" or "by"
+        The q-values over the pairs: Benjamini-Hochberg (default; its bound needs the null pairs'
+        p-values independent or positively dependent), or Benjamini-Yekutieli (a bound under any
+        dependence, the q-values times sum_{i<=m} 1/i; :func:`mitool.independence.benjamini_yekutieli`).
     **settings
         The statistic's settings (``k=10``).
 
@@ -895,13 +924,15 @@ def mi_matrix(
     start = time.perf_counter()
     checks.choice("null", null, ("shared", "pair"))
     checks.choice("tail", tail, ("gpd", "none"))
+    checks.choice("fdr", fdr, FDR_METHODS)
     count, permutation_notes = _permutation_count(permutations, estimator)
     table, names = _columns_of(data, columns)
     n, width = len(table[0]), len(table)
     given_rows = None if given is None else _given_rows(given, n)
     if workers is not None:
         checks.whole_number("workers", workers, 1)
-    pairs = np.array([(a, b) for a in range(width) for b in range(a + 1, width)], dtype=np.intp)
+    _refuse_too_many_pairs(width)
+    pairs = np.column_stack(np.triu_indices(width, 1)).astype(np.intp)  # (a, b), a < b, row by row
     ranked = np.array([_rank_column(column) for column in table])
     fast = ranked[pairs[:, 0]] & ranked[pairs[:, 1]] if given_rows is None else np.zeros(len(pairs), bool)
     job = None
@@ -968,7 +999,7 @@ def mi_matrix(
             else:
                 _run_processes(pending, table, given_rows, done, parallel)
     return _assemble(names, n, pairs, blocks, fast, shared, null_blocks, results, job, null, reused,
-                     [*permutation_notes], time.perf_counter() - start, tail)  # fmt: skip
+                     [*permutation_notes], time.perf_counter() - start, tail, fdr)  # fmt: skip
 
 
 def _free_cores() -> int:
@@ -979,7 +1010,8 @@ def _free_cores() -> int:
 
 def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[slice], fast: np.ndarray,
               shared: np.ndarray, null_blocks: list, results: dict[str, Any], job: _Job, null: str,
-              reused: int, notes: list[str], seconds: float, tail: str = "none") -> MatrixResult:  # fmt: skip
+              reused: int, notes: list[str], seconds: float, tail: str = "none",
+              fdr: str = "bh") -> MatrixResult:  # fmt: skip
     width = len(names)
     per_pair = {name: np.concatenate([results[f"pairs-{index:05d}"][name] for index in range(len(blocks))])
                 for name in ("statistic", "ci_low", "ci_high", "pvalue", "linear")}  # fmt: skip
@@ -993,7 +1025,7 @@ def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[sl
     tailed, fitted, unfitted = _tail_pvalues(per_pair, shared, null_rows, tail, reached)
     linear = per_pair.pop("linear")
     null_values = null_rows[:, 0]
-    per_pair["qvalue"] = benjamini_hochberg(per_pair["pvalue"])
+    per_pair["qvalue"] = fdr_qvalues(per_pair["pvalue"], fdr)
     matrices = {}
     for name, values in per_pair.items():
         matrix = np.full((width, width), np.nan)
@@ -1014,7 +1046,7 @@ def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[sl
     method = (f"Each pair of columns a < b by independence_test (column a as X, b as Y; the pair's seed "
               f"pair_seed(seed, a, b)); p = (1 + #{{null >= observed}}) / (1 + {count}) (for a KSG or Ross "
               "statistic, its min-p combination with the linear statistic, as independence_test makes it), "
-              f"never 0, at least 1/{count + 1}; q: Benjamini-Hochberg over the {len(pairs)} "
+              f"never 0, at least 1/{count + 1}; q: {_FDR_NAMES[fdr]} over the {len(pairs)} "
               "pairs.")  # fmt: skip
     if shared.any():
         method += (f" {int(shared.sum())} pair(s) of tie-free numeric columns share one null: KSG (k = "

@@ -126,3 +126,22 @@ def test_input_too_wide_for_the_memory_is_refused_before_the_work(monkeypatch) -
     with pytest.raises(ParameterError, match=r"^x an estimate on 62 columns in all \(200 rows\) needs about"):
         mitool.estimate(wide, y)
     assert np.isfinite(mitool.estimate(x, y).value)  # 2 columns: 13 KiB
+
+
+def test_the_matrix_names_the_column_of_an_outlier_and_refuses_one_row(tmp_path) -> None:
+    """matrix on one row once wrote zeros; with an outlier of 1e308, --estimator ksg gave -4.48 for
+    every pair and gaussian NaN with the smallest p-value."""
+    x, y = pairs(100)
+    table = np.hstack([x, y])
+    table[5, 1] = 1e308
+    np.save(tmp_path / "outlier.npy", table)
+    np.save(tmp_path / "one.npy", table[:1])
+    for name, words in (
+        ("outlier", "Error: column x1 holds 1e+308 in row 5"),
+        ("one", "Error: DATA has 1 row(s)"),
+    ):
+        result = CliRunner().invoke(
+            cli, ["matrix", str(tmp_path / f"{name}.npy"), "--out", str(tmp_path / name)]
+        )
+        assert result.exit_code == 2 and result.output.startswith(words), result.output
+        assert len(result.output.strip().splitlines()) == 1

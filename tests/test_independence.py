@@ -303,7 +303,9 @@ def test_a_common_cause_is_not_rejected_too_often_and_a_direct_effect_is_found()
     y = z + x + 0.5 * rng.normal(size=300)  # and directly on X
     direct = mitool.independence_test(x, y, z, permutations=49)
     assert direct.pvalue == 1 / 50 and direct.conditional and "Runge" in direct.method
-    assert str(direct).startswith("I(X; Y | Z) =")
+    assert str(direct).startswith("I(X - f(Z); Y - g(Z)) =")  # the residual scheme, the default
+    local = mitool.independence_test(x, y, z, permutations=49, z_method="local")
+    assert local.pvalue == 1 / 50 and str(local).startswith("I(X; Y | Z) =")
 
 
 def test_a_discrete_x_given_a_continuous_z_is_dequantised_for_the_k_nn_statistic() -> None:

@@ -95,9 +95,7 @@ def gaussian_conditional_mi(
     """I(X; Y | Z) of the Gaussian with the sample covariance of (x, y, z), nats (see the module)."""
     n, dims = len(x), (x.shape[1], y.shape[1], z.shape[1])
     if n <= sum(dims) + 1:
-        raise checks.TooFewSamples(
-            "x", f"has too few samples ({n}) for a {sum(dims)}-dimensional covariance"
-        )
+        raise checks.TooFewSamples("x", f"has too few samples ({n}) for a {sum(dims)}-dimensional covariance")
     cx, cy = list(range(dims[0])), list(range(dims[0], dims[0] + dims[1]))
     cz = list(range(dims[0] + dims[1], sum(dims)))
     terms = _log_det_terms(np.hstack([x, y, z]), {"xz": cx + cz, "yz": cy + cz, "z": cz, "xyz": cx + cy + cz},
