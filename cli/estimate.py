@@ -22,6 +22,10 @@ _OPTIONS = option_specs(
 )
 
 
+WIDE = 1000
+"""Above this many columns in all, the command says before it starts that the first stage will be long."""
+
+
 def estimator_help() -> str:
     """One line per estimator, from the registry (the help's epilog)."""
     lines = []
@@ -123,7 +127,9 @@ def estimate_command(
     columns of one CSV table named by --x and --y. The estimator is the one for the kind of data
     unless --estimator names one; --explain says what was decided and what the interval covers.
     """
-    from mitool.cli.common import EstimateProgress, json_text
+    import numpy as np
+
+    from mitool.cli.common import EstimateProgress, json_text, log_line
     from mitool.cli.io import read_variables
     from mitool.estimation import estimate
     from mitool.runtime import set_threads_to_free_cores
@@ -135,6 +141,10 @@ def estimate_command(
     read = read_variables(x, y, z, x_columns, y_columns)
     x_data, y_data = read[0].as_given(), read[1].as_given()
     z_data = None if z is None else read[2].as_given()
+    columns = sum(int(np.prod(part.shape[1:])) for part in (x_data, y_data, z_data) if part is not None)
+    if columns > WIDE:  # before the work whose first stage (d x d matrices) says nothing for minutes
+        log_line(f"estimate: {columns} columns in all ({len(x_data)} rows): their d x d matrices come first "
+                 "and may take minutes before the progress bar starts")  # fmt: skip
     progress = EstimateProgress(f"{estimator or 'estimate'}", enabled=not quiet)
     try:
         result = estimate(

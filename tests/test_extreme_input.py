@@ -145,3 +145,18 @@ def test_the_matrix_names_the_column_of_an_outlier_and_refuses_one_row(tmp_path)
         )
         assert result.exit_code == 2 and result.output.startswith(words), result.output
         assert len(result.output.strip().splitlines()) == 1
+
+
+def test_wide_input_is_announced_before_the_work(tmp_path, monkeypatch) -> None:
+    """Wide input that the memory holds is announced on stderr before its silent first stage; the
+    estimate itself is refused here (a tiny free memory) so that the test does not train."""
+    from mitool import runtime
+
+    monkeypatch.setattr(runtime, "available_memory", lambda: 2**16)
+    np.save(tmp_path / "x.npy", np.random.default_rng(1).normal(size=(30, 1200)))
+    np.save(tmp_path / "y.npy", np.random.default_rng(2).normal(size=30))
+    result = CliRunner().invoke(
+        cli, ["estimate", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--quiet"]
+    )
+    assert result.stderr.startswith("estimate: 1201 columns in all (30 rows)")
+    assert result.exit_code == 2 and "needs about" in result.stderr.splitlines()[-1]
