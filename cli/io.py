@@ -130,11 +130,11 @@ def read_variables(
 
 def load_samples(path: str | Path, name: str, lenient: bool = False) -> Samples:
     """The samples of a .npy, .npz (one array) or .csv file (:func:`table` says how a CSV is read);
-    1-D data become (n, 1). Numbers must be finite; a .npy/.npz array of text (dtype <U) holds
-    labels. ``name`` ("X", "Y" or "Z") starts every note and every error message: ValueError (or
-    FileNotFoundError) with one line naming the file and the problem; ``lenient``: a CSV column
-    whose fields cannot be read is kept aside (:attr:`Samples.unusable`) rather than refused, for a
-    table of which some columns are asked."""
+    1-D data become (n, 1). Numbers may not be infinite (NaN is a missing value); a .npy/.npz
+    array of text (dtype <U) holds labels. ``name`` ("X", "Y" or "Z") starts every note and every
+    error message: ValueError (or FileNotFoundError) with one line naming the file and the
+    problem. ``lenient``: a CSV column whose fields cannot be read is kept aside
+    (:attr:`Samples.unusable`) rather than refused, for a table of which some columns are asked."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{name}: no such file: {path}")
@@ -297,11 +297,13 @@ def table(rows: Sequence[tuple[int, Sequence[str]]], name: str, path: Path, leni
       column's values; a file of labels whose first row has a label seen nowhere else loses that row
       to the header, which the notes then name). A line of numbers is a header where it is pandas'
       column numbers (:func:`_numbered_header`). With a header the notes name the columns.
-    * columns: a column is numbers, or labels when none of its fields is a number (class names such
-      as "setosa"); labels stay strings (:func:`mitool.estimate` codes them and takes them as
-      discrete) and a note says so. A column mixing numbers and other fields, an empty field (a
-      missing value), NaN or infinity, or a line of another width is an error naming the line and
-      column as an editor counts them (from 1).
+    * columns: a column is numbers, or labels when more of its fields are words than numbers
+      (class names such as "setosa", car models some of which read as numbers); labels stay strings
+      (:func:`mitool.estimate` codes them and takes them as discrete) and a note says so; a column
+      of ISO dates is days since the first. A missing value (:data:`MISSING_TEXT`: an empty field,
+      NA, NaN, null, ...) is NaN (None among labels) in its own row. A word in a column of numbers,
+      infinity, or a line of another width is an error naming the line and column as an editor
+      counts them (from 1).
     * index: a first column that is a row index (as pandas and R write it) is left out, or kept
       with a note when it may be data (:func:`_index_decision`).
     """
@@ -374,7 +376,7 @@ def _numbered_header(first: Sequence[str], column: Sequence[str]) -> bool:
 def _above_an_index(first: Sequence[str]) -> bool:
     """A first line of an empty field, then names, none of them a number but a whole one (column
     numbers, years): what pandas writes above its index. A first line of data missing its first
-    value (",1.5,2") is not one, and stays an error naming the empty field."""
+    value (",1.5,2") is not one: its empty field is a missing value."""
     names = first[1:]
     return (
         len(first) > 1
