@@ -29,7 +29,7 @@ from harness import argument_parser, write_json  # noqa: E402
 
 from mitool.benchmark.run import parse_estimator  # noqa: E402
 from mitool.checks import ParameterError  # noqa: E402
-from mitool.estimation import Automatic  # noqa: E402
+from mitool.estimation import DefaultEstimator  # noqa: E402
 from mitool.runtime import set_threads_to_free_cores  # noqa: E402
 
 SAMPLES = Path(__file__).resolve().parent.parent.parent / "shared" / "bmi-samples"
@@ -51,7 +51,9 @@ def standardised(values: np.ndarray) -> np.ndarray:
     return (values - values.mean(axis=0)) / np.where(scale > 0, scale, 1.0)
 
 
-def run_task(task: dict, folder: Path, pairs: int | None, as_given: bool, estimator: Automatic) -> list[dict]:
+def run_task(
+    task: dict, folder: Path, pairs: int | None, as_given: bool, estimator: DefaultEstimator
+) -> list[dict]:
     rows = []
     for seed, entry in task["files"].items():
         with np.load(folder / entry["file"]) as archive:

@@ -75,7 +75,7 @@ from mitool.estimators.rows import category_codes, distinct_rows
 from mitool.ties import TIES_CHOICES, treat_ties
 
 __all__ = [
-    "Automatic",
+    "DefaultEstimator",
     "DivergenceError",
     "Estimate",
     "Prepared",
@@ -777,7 +777,7 @@ def trust_notes(result: Estimate) -> list[str]:
     return notes
 
 
-class Automatic:
+class DefaultEstimator:
     """:func:`estimate` as an estimator object (the benchmark's ``default``): the estimator and the
     settings that the data call for; several data sets of one kind (a benchmark cell's seeds) go to
     the estimator's ``estimate_many`` together (a neural estimator trains them as one model)."""

@@ -33,7 +33,7 @@ import numpy as np
 
 from mitool import bounds, checks, critics, estimators
 from mitool.benchmark import suites
-from mitool.estimation import Automatic, all_setting_names
+from mitool.estimation import DefaultEstimator, all_setting_names
 from mitool.estimators.base import DivergenceError
 from mitool.files import read_csv, write_csv
 from mitool.runner import Launch, check_config, holding, run_grid, versions
@@ -74,17 +74,17 @@ class EstimatorSpec:
     estimator: str
     settings: dict[str, object] = field(default_factory=dict)
 
-    def build(self, device: str | None = None) -> Automatic:
+    def build(self, device: str | None = None) -> DefaultEstimator:
         """The estimator as :func:`mitool.estimate` runs it (constant columns, discrete variables
         and ties treated as for a user's data; ``default``: the estimator the data call for), on
         ``device`` when it has that setting and the name does not fix one."""
         settings = dict(self.settings)
         if self.estimator == "default":
-            return Automatic(**settings)
+            return DefaultEstimator(**settings)
         if device is not None and "device" in estimators.estimator_class(self.estimator).Settings.names():
             settings.setdefault("device", device)
         estimators.get(self.estimator, **settings)  # its settings checked now, before anything runs
-        return Automatic(estimator=self.estimator, **settings)
+        return DefaultEstimator(estimator=self.estimator, **settings)
 
     def as_config(self) -> dict[str, object]:
         return {"estimator": self.estimator, **self.settings}
