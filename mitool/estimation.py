@@ -61,6 +61,7 @@ import numpy as np
 
 from mitool import checks, estimators
 from mitool.estimators.base import (
+    WIDE_INTERVAL,
     ArrayLike,
     DivergenceError,
     Estimate,
@@ -552,12 +553,15 @@ def _raw_estimate(
     their raw values: clipped ones would bias the sum upward)."""
     plan = _plan(x, y, z, options)
     if plan.done is not None:
-        return plan.done
-    if plan.chosen is None:
+        result = plan.done
+    elif plan.chosen is None:
         result = _within_groups(*plan.rows, plan.sides, options, plan.notes)
-        return result.with_notes(*trust_notes(result))
-    result = plan.chosen.estimate(*plan.rows, seed=options.seed, progress=progress)
-    return _finished(result, plan, options, progress)
+        result = result.with_notes(*trust_notes(result))
+    else:
+        result = plan.chosen.estimate(*plan.rows, seed=options.seed, progress=progress)
+        result = _finished(result, plan, options, progress)
+    left_out = len(x) - len(plan.rows[0])  # rows with a missing value (the note says which)
+    return result.with_notes(rows_left_out=left_out) if left_out else result
 
 
 def at_least_zero(result: Estimate) -> Estimate:
@@ -650,27 +654,31 @@ def _finished(result: Estimate, plan: _Plan, options: _Options, progress: Progre
     if options.estimator is None:
         result = bias_allowance_note(result)
     result = result.with_notes(*plan.notes)
-    return result.with_notes(*trust_notes(result), *chain_rule_notes(result, plan))
+    return below_a_column(result.with_notes(*trust_notes(result)), plan)
 
 
-def chain_rule_notes(result: Estimate, plan: _Plan) -> list[str]:
-    """A note where the whole interval of an estimate of I(X; Y), X and Y continuous, lies below the
-    Gaussian-copula lower bound of a single pair of columns (:func:`mitool.estimators.copula.copula_bound`):
-    I(X; Y) >= I(x_j; y_l) by the chain rule, so the estimate falls short of the MI."""
+def below_a_column(result: Estimate, plan: _Plan) -> Estimate:
+    """The result, with a note and ``details["column_bound"]`` where the whole interval of an
+    estimate of I(X; Y), X and Y continuous, lies below the Gaussian-copula lower bound of a single
+    pair of columns (:func:`mitool.estimators.copula.copula_bound`): I(X; Y) >= I(x_j; y_l) by the
+    chain rule, so the estimate falls short of the MI. An interval open above is below nothing."""
     from mitool.estimators.copula import copula_bound
 
     x, y, z = plan.rows
     if z is not None or plan.sides is None or plan.sides["x"] or plan.sides["y"]:
-        return []
+        return result
+    if not math.isfinite(result.ci_high):
+        return result
     bound, j, l = copula_bound(x, y)
     if not result.ci_high < bound:
-        return []
-    return [
+        return result
+    return result.with_notes(
         f"below a lower bound of the MI: column {j} of X and column {l} of Y alone have a Gaussian-copula MI "
         f"of at least {bound:.4f} nats (95% confidence; their rank normal scores' correlation), and I(X; Y) "
         "is at least the MI of any of its columns (the chain rule), so this estimate falls short; try "
-        "another estimator, or those columns alone"
-    ]
+        "another estimator, or those columns alone",
+        column_bound=bound,
+    )  # fmt: skip
 
 
 def beyond_the_ceiling(capped: Estimate, uncapped: Estimate) -> Estimate:
@@ -739,12 +747,6 @@ def through_the_scale(result: Estimate, scale: Estimate | None) -> Estimate:
     )  # fmt: skip
 
 
-WIDE_INTERVAL = 2.0
-"""An interval wider than this many times the estimate, and than 1 nat, says more than the estimate
-does (:func:`trust_notes`). Where the default once chose z-scores on noise, the highmi suite's
-Student-t 20 x 20 of 10 nats gave 1.36 [-4.67, 7.38]: the critics disagreed across the test pairs."""
-
-
 def trust_notes(result: Estimate) -> list[str]:
     """Notes for an estimate that cannot be read at face value: below 0 (MI never is), an interval
     of zero width that is not an exact answer, or an interval so wide (:data:`WIDE_INTERVAL`) that
@@ -768,7 +770,7 @@ def trust_notes(result: Estimate) -> list[str]:
         notes.append("the interval has no width: the estimate's noise could not be measured (it sits at a "
                      "ceiling or a bound), so the interval is not a measure of its error")  # fmt: skip
     width = result.ci_high - result.ci_low
-    if math.isfinite(width) and width > max(1.0, WIDE_INTERVAL * abs(result.value)):
+    if result.interval_too_wide():
         notes.append(
             f"the interval is {width:.2f} nats wide, more than {WIDE_INTERVAL:g} times the estimate: the "
             f"{result.estimator} values of the held-out pairs or subsets disagree, so read the interval, not "

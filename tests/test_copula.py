@@ -36,5 +36,6 @@ def test_an_estimate_below_a_single_column_says_so() -> None:
     short = mitool.estimate(x, y, estimator="ksg")
     notes = [note for note in short.notes if "chain rule" in note]
     assert short.ci_high < 1.0 and len(notes) == 1 and "column 0 of X and column 0 of Y" in notes[0]
+    assert short.details["column_bound"] > 2.0 and "below one column's MI" in str(short)  # the line says so
     alone = mitool.estimate(x[:, :1], y, estimator="ksg")
     assert alone.value == pytest.approx(2.36, abs=0.15) and not any("chain rule" in n for n in alone.notes)

@@ -334,6 +334,8 @@ def test_missing_values_pair_the_right_rows(tmp_path: Path) -> None:
     assert reported["n_pairs"] == int(complete.sum())
     assert reported["value"] == pytest.approx(by_hand.value, abs=1e-12)
     assert any(f"{int((~complete).sum())} of 300 rows left out" in note for note in reported["notes"])
+    assert reported["details"]["rows_left_out"] == int((~complete).sum())
+    assert f"{int((~complete).sum())} of 300 rows left out (missing values)" in reported["summary"]
     refused = CliRunner().invoke(
         cli, ["estimate", str(tmp_path / "x.csv"), str(tmp_path / "y.csv"), "--missing", "refuse"]
     )

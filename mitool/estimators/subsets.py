@@ -136,12 +136,12 @@ def subset_estimate(
     subsets, level = estimator.settings.subsets, estimator.settings.level
     parts = (x, y) if z is None else (x, y, z)
     needed = estimator.minimum_pairs(*(part.shape[1] for part in parts))
-    used, rough = min(subsets, len(x) // max(needed, 1)), ""
-    if used < 2 and neighbours:  # few pairs: subsets of SMALLEST_SUBSET pairs or more, k scaled down
+    used = min(subsets, len(x) // max(needed, 1))
+    few = used < 2 and bool(neighbours)  # subsets of SMALLEST_SUBSET pairs or more, k scaled down
+    if few:
         used = min(subsets, len(x) // SMALLEST_SUBSET)
-        rough = " of {size} pairs each, k scaled down (few pairs: a rough measure)"
     size = subset_size(len(x), max(used, 1))
-    rough = rough.format(size=size)
+    rough = f" of {size} pairs each, k scaled down (few pairs: a rough measure)" if few else ""
     total = used * size + round(2 * len(x) * math.log(len(x)) / math.log(max(size, 2)))
     done = None if progress is None else (lambda subset: progress(subset * size, total, math.nan))
     neighbours = dict(neighbours or {})
