@@ -10,6 +10,7 @@ import click
 
 from mitool import estimators
 from mitool.cli.errors import FriendlyCommand
+from mitool.cli.options import fdr_option, neighbours_option
 
 __all__ = ["matrix_command"]
 
@@ -40,21 +41,12 @@ __all__ = ["matrix_command"]
     "Pareto fit to the null's tail (Knijnenburg et al. 2009), so that many pairs can pass the q-values; "
     "none: permutation p-values only (at least 1 / (B + 1)).",
 )  # fmt: skip
-@click.option(
-    "--fdr", type=click.Choice(["bh", "by"]), default="bh", show_default=True,
-    help="The q-values over the pairs: bh, Benjamini-Hochberg (its false discovery rate bound needs the null "
-    "pairs' p-values independent or positively dependent); by, Benjamini-Yekutieli (a bound under any "
-    "dependence, the q-values times sum_{i<=m} 1/i).",
-)  # fmt: skip
+@fdr_option("pairs")
 @click.option(
     "--columns", default=None, metavar="NAMES",
     help="The columns of DATA to pair, comma-separated as its header names them [default: all].",
 )  # fmt: skip
-@click.option(
-    "--k", type=int, default=None,
-    help="Neighbours of the k-NN statistics [default: 20, at most n / 10 and at least 3]; more give more "
-    "power against weak, smooth dependence.",
-)  # fmt: skip
+@neighbours_option()
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every pair and of the null.")
 @click.option(
     "--out", type=click.Path(file_okay=False), default=None,

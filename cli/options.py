@@ -21,8 +21,8 @@ from typing import Any
 import click
 
 __all__ = [
-    "OptionSpec", "given_options", "help_all_option", "option_specs", "settings_options", "table_options",
-    "value_text",
+    "FDR_CHOICES", "Z_METHOD_CHOICES", "OptionSpec", "fdr_option", "given_options", "help_all_option",
+    "neighbours_option", "option_specs", "settings_options", "table_options", "value_text",
 ]  # fmt: skip
 
 
@@ -238,4 +238,31 @@ def help_all_option(details: Callable[[], str]) -> Callable[[Callable], Callable
         "--help-all", is_flag=True, expose_value=False, is_eager=True, callback=show,
         help="Show every option (the estimators' own settings), how the command works, the estimators and "
         "their defaults.",
+    )  # fmt: skip
+
+
+FDR_CHOICES = ("bh", "by")
+"""``--fdr``: :data:`mitool.independence.FDR_METHODS`, written here so that reading the options does
+not import the tests (a test checks that the two agree)."""
+
+Z_METHOD_CHOICES = ("auto", "residual", "local", "gcm")
+"""``--z-method``: :data:`mitool.independence.Z_METHODS`, likewise."""
+
+
+def fdr_option(items: str, when: str = "") -> Callable[[Callable], Callable]:
+    """``--fdr bh|by``: the q-values over the ``items`` (pairs, columns), ``when`` they are made."""
+    return click.option(
+        "--fdr", type=click.Choice(FDR_CHOICES), default="bh", show_default=True,
+        help=f"The q-values over the {items}{when}: bh, Benjamini-Hochberg (its false discovery rate bound "
+        f"needs the null {items}' p-values independent or positively dependent); by, Benjamini-Yekutieli "
+        "(a bound under any dependence, the q-values times sum_{i<=m} 1/i).",
+    )  # fmt: skip
+
+
+def neighbours_option() -> Callable[[Callable], Callable]:
+    """``--k``: the neighbours of the tests' k-NN statistics."""
+    return click.option(
+        "--k", type=int, default=None,
+        help="Neighbours of the k-NN statistics [default: 20, at most n / 10 and at least 3]; more "
+        "neighbours give more power against weak, smooth dependence (bench/independence.py --extra-k).",
     )  # fmt: skip

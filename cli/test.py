@@ -8,7 +8,7 @@ import click
 
 from mitool import estimators
 from mitool.cli.errors import FriendlyCommand
-from mitool.cli.options import table_options
+from mitool.cli.options import Z_METHOD_CHOICES, fdr_option, neighbours_option, table_options
 from mitool.ties import TIES_CHOICES
 
 __all__ = ["test_command"]
@@ -45,18 +45,14 @@ __all__ = ["test_command"]
     "--ties", default="auto", show_default=True, type=click.Choice(list(TIES_CHOICES)),
     help="How repeated values of continuous data are read (as mitool estimate reads them).",
 )  # fmt: skip
-@click.option(
-    "--k", type=int, default=None,
-    help="Neighbours of the k-NN statistic [default: KSG 20, Ross 20, Frenzel-Pompe 5]; more neighbours give "
-    "more power against weak, smooth dependence (bench/independence.py --extra-k).",
-)  # fmt: skip
+@neighbours_option()
 @click.option(
     "--linear/--no-linear", default=None,
     help="Add the linear statistic (canonical correlations of rank normal scores) beside a k-NN one and "
     "combine the two p-values by min-p [default: with the default statistic, not with --estimator].",
 )  # fmt: skip
 @click.option(
-    "--z-method", type=click.Choice(["auto", "residual", "local", "gcm"]), default="auto", show_default=True,
+    "--z-method", type=click.Choice(Z_METHOD_CHOICES), default="auto", show_default=True,
     help="Given a continuous Z: residual (X's and Y's residuals after flexible regressions on Z, X's "
     "permuted within Z-neighbourhoods; the default), local (Runge's local permutation of X itself, the "
     "default with --estimator), gcm (the generalised covariance measure of the residuals). The result warns "
@@ -71,12 +67,7 @@ __all__ = ["test_command"]
     help="Test each column of X against Y: MI, interval, p-value and Benjamini-Hochberg q-value per column "
     "(names from the CSV header).",
 )  # fmt: skip
-@click.option(
-    "--fdr", type=click.Choice(["bh", "by"]), default="bh", show_default=True,
-    help="With --per-feature, the q-values: bh, Benjamini-Hochberg (its false discovery rate bound needs the "
-    "null columns' p-values independent or positively dependent); by, Benjamini-Yekutieli (a bound under any "
-    "dependence, the q-values times sum_{i<=m} 1/i).",
-)  # fmt: skip
+@fdr_option("columns", " (with --per-feature)")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (statistic, pvalue, null, ...).")
 @click.option(
     "--explain",

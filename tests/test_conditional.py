@@ -181,3 +181,12 @@ def test_a_completed_local_permutation_moves_only_the_repeats() -> None:
     completed = completed_permutation(drawn, scores, rng)
     assert sorted(completed.tolist()) == list(range(400))
     assert np.count_nonzero(completed != drawn) == repeats
+
+
+def test_the_command_lines_choices_are_the_librarys() -> None:
+    """--fdr and --z-method list their choices without importing the tests at start-up; they must be
+    the library's."""
+    from mitool.cli.options import FDR_CHOICES, Z_METHOD_CHOICES
+    from mitool.independence import FDR_METHODS, Z_METHODS
+
+    assert FDR_CHOICES == FDR_METHODS and Z_METHOD_CHOICES == Z_METHODS
