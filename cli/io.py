@@ -79,9 +79,10 @@ class Samples:
                 parameter, f"names {', '.join(map(repr, missing)) or 'no column'}, not a column of "
                 f"{Path(path).name}; its columns: {listed}",
             )  # fmt: skip
+        unusable = dict(self.unusable)
         for part in wanted:
-            if part in dict(self.unusable):
-                raise ValueError(dict(self.unusable)[part])
+            if part in unusable:
+                raise ValueError(unusable[part])
         index = [self.columns.index(part) for part in wanted]
         values = self.values[:, index]
         if values.dtype == object and all(isinstance(value, float) for value in values.ravel()):
@@ -450,12 +451,13 @@ def _columns(
     what it does. A column of dates and times (ISO 8601, as pandas and R write them) becomes the days
     since its earliest one. The first bad field of the table (by line, then column: infinity, or a
     word in a column of numbers) is an error naming it; with ``lenient`` (and a header) each bad
-    column's first error is returned by column instead, the column kept as labels."""
+    column's error is returned by column instead (a question that uses the column raises it)."""
     lines = [line for line, _ in body]
     columns: list[np.ndarray] = []
     notes: list[str] = []
     problems: list[tuple[int, int, str]] = []
     for j, fields in enumerate(_transposed(body)):
+        title = _one_line(header[j]) if header and header[j] else f"{j + 1}"
         gaps = [field.lower() in MISSING_TEXT for field in fields]
         present = [field for field, gap in zip(fields, gaps, strict=True) if not gap]
         numeric = [_is_number(field) for field in present]
@@ -469,7 +471,6 @@ def _columns(
         days = _days(present) if not any(numeric) else None
         if days is not None:
             first = min(present, key=_moment)
-            title = _one_line(header[j]) if header and header[j] else f"{j + 1}"
             notes.append(f"{name}: column {title} holds dates and times, read as days since {first}")
             filled = iter(days)
             columns.append(np.array([math.nan if gap else next(filled) for gap in gaps]))
@@ -480,19 +481,16 @@ def _columns(
                 (lines[i], j + 1, f": {fields[i]!r} is not a number, but its column holds numbers {MIXED}")
             )
         elif any(numeric):  # mostly words: names, some of which read as numbers (car models "100", "300E")
-            title = _one_line(header[j]) if header and header[j] else f"{j + 1}"
             notes.append(f"{name}: column {title} holds words and {sum(numeric)} numbers, all read as labels")
         columns.append(np.array([None if gap else field for field, gap in zip(fields, gaps, strict=True)],
                                 dtype=object))  # fmt: skip
-    first = {}
-    for line, column, problem in sorted(problems, reverse=True):
-        first[column - 1] = f"{name}: {path} line {line}, column {column}{problem}"
+    errors = {
+        column - 1: f"{name}: {path} line {line}, column {column}{problem}"
+        for line, column, problem in problems
+    }
     if problems and not (lenient and header):
-        line, column, problem = min(problems)
-        raise ValueError(f"{name}: {path} line {line}, column {column}{problem}")
-    for j in first:
-        columns[j] = np.array(list(_transposed(body)[j]), dtype=object)
-    return columns, notes, first
+        raise ValueError(errors[min(problems)[1] - 1])  # the first by line, then column
+    return columns, notes, errors
 
 
 def _moment(field: str) -> datetime.datetime:
