@@ -16,14 +16,14 @@ $(PY):
 INSTALL = $(PY) -m pip install --quiet --no-compile
 COMPILE = $(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 
-$(VENV)/.installed: pyproject.toml setup.py | $(PY)
+$(VENV)/.installed: pyproject.toml | $(PY)
 	$(INSTALL) -e .
 	$(COMPILE)
 	touch $@
 
 # The tests use the optional peers too (.[compare]: scikit-learn, pandas; .[distributed]: Dask;
 # .[fast]: numba); without them those tests skip.
-$(VENV)/.installed-dev: pyproject.toml setup.py | $(PY)
+$(VENV)/.installed-dev: pyproject.toml | $(PY)
 	$(INSTALL) -e '.[dev,compare,distributed,fast]'
 	$(COMPILE)
 	touch $@ $(VENV)/.installed

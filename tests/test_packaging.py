@@ -2,10 +2,9 @@
 repository.
 
 The wheel is built once from a copy of the source. Its file list is checked against the source tree:
-every module of mitool/, toy/, vision/ and cli/ under its installed name (the folders toy/, vision/
-and cli/ are mitool.toy, mitool.vision and mitool.cli), the PEP 561 marker py.typed, and no
-top-level name but ``mitool`` (no ``toy``, ``vision`` or ``cli`` to shadow another project's; no
-tests/ or bench/). A hand-kept package list once left mitool.estimators, mitool.critics,
+every module of mitool/ (mitool/toy/, mitool/vision/ and mitool/cli/ among them), the PEP 561
+marker py.typed, and no top-level name but ``mitool`` (no ``toy``, ``vision`` or ``cli`` to shadow
+another project's; no tests/ or bench/). A hand-kept package list once left mitool.estimators, mitool.critics,
 mitool.benchmark and mitool.vision.sweep out, so that ``mitool estimate`` ended in ImportError
 after ``pip install .`` while every test of the editable install passed.
 
@@ -33,9 +32,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 # repository folder -> the package it installs as
-SOURCE_FOLDERS = {"mitool": "mitool", "toy": "mitool/toy", "vision": "mitool/vision", "cli": "mitool/cli"}
+SOURCE_FOLDERS = {"mitool": "mitool"}
 # the files outside those folders that building the wheel reads
-BUILD_FILES = ("pyproject.toml", "setup.py", "README.md")
+BUILD_FILES = ("pyproject.toml", "README.md")
 
 
 @pytest.fixture(scope="module")

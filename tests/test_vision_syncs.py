@@ -114,7 +114,7 @@ def test_a_training_step_reads_the_device_once(host_reads, method: str) -> None:
     with host_reads() as reads:
         _steps(model, views, optimizer, 3, first=1, pending=pending)
     ours = [read for read in reads.reads if not read[1].startswith("mitool/fused.py")]
-    assert ours == [("Tensor.tolist", "vision/step.py:training_step")] * 3, reads.reads
+    assert ours == [("Tensor.tolist", "mitool/vision/step.py:training_step")] * 3, reads.reads
     cpu_only = [read for read in reads.reads if read[1].startswith("mitool/fused.py")]
     assert all(caller == "mitool/fused.py:forward" for _, caller in cpu_only)
     assert method not in ("simclr", "nnclr") or not cpu_only
@@ -128,7 +128,7 @@ def test_an_optimizer_that_cannot_skip_a_step_on_the_device_reads_the_norm_in_th
     with host_reads() as reads:
         assert _steps(model, views, optimizer, 2) is None
     assert [caller for _, caller in reads.reads] == [
-        "vision/step.py:training_step", "vision/step.py:check_gradient_norm"
+        "mitool/vision/step.py:training_step", "mitool/vision/step.py:check_gradient_norm"
     ] * 2  # fmt: skip
 
 
