@@ -214,12 +214,13 @@ def run_cell(name: str, n: int, replicates: int, permutations: int, methods: lis
 def diagnostics(name: str, n: int, replicates: int, seed: int, z_neighbours: int = 5) -> list[dict]:
     """The neighbourhood diagnostic of every replicate of a cell (the same data as :func:`run_cell`),
     computed again with the library's present code: regressions only, no permutations."""
-    from mitool.independence import _z_neighbours, neighbourhood_spread, regress_on_z
+    from mitool.independence.conditional import neighbourhood_spread, regress_on_z
+    from mitool.independence.permutations import neighbours_in_z
 
     draw, stream, found = CELLS[name][2], zlib.crc32(name.encode()), []
     for replicate in range(replicates):
         x, y, z = draw(np.random.default_rng([seed, stream, n, replicate]), n)
-        candidates = _z_neighbours(z, z_neighbours)
+        candidates = neighbours_in_z(z, z_neighbours)
         found.append(neighbourhood_spread(regress_on_z(x, z), regress_on_z(y, z), candidates))
     return found
 
@@ -333,7 +334,8 @@ def earlier_scenarios(before: Path, after: Path, out: Path) -> str:
     replicate (made again here), the share the local scheme's threshold warns."""
     from independence import SCENARIOS
 
-    from mitool.independence import CO_SPREAD_WARNING, _z_neighbours, neighbourhood_spread, regress_on_z
+    from mitool.independence.conditional import CO_SPREAD_WARNING, neighbourhood_spread, regress_on_z
+    from mitool.independence.permutations import neighbours_in_z
 
     rows, report = [], {}
     for name, scenario in SCENARIOS.items():
@@ -349,7 +351,7 @@ def earlier_scenarios(before: Path, after: Path, out: Path) -> str:
                 break
             z = np.asarray(z, dtype=float).reshape(len(z), -1)
             fits = regress_on_z(x, z), regress_on_z(y, z)
-            spreads.append(neighbourhood_spread(*fits, _z_neighbours(z, 5))["co_spread"])
+            spreads.append(neighbourhood_spread(*fits, neighbours_in_z(z, 5))["co_spread"])
         if len(spreads) < count:
             continue
         warned = np.array(spreads) > CO_SPREAD_WARNING["local"]

@@ -96,27 +96,18 @@ import numpy as np
 
 from mitool import checks
 from mitool.estimators.base import interval_text
-from mitool.independence import (
-    _FDR_NAMES,
-    FDR_METHODS,
-    TAIL_REACHED,
+from mitool.independence.features import feature_columns
+from mitool.independence.permutation_test import check_size, permutation_count, run_test
+from mitool.independence.pvalues import FDR_METHODS, FDR_NAMES, fdr_qvalues, min_p_combination
+from mitool.independence.statistics import (
     TEST_DEFAULTS,
-    Z_NEIGHBOURS,
     ScoredSide,
-    TailFit,
-    _canonical_mi,
-    _check_size,
-    _digamma_table,
-    _feature_columns,
-    _permutation_count,
-    _test,
-    bonferroni_tails,
-    fdr_qvalues,
-    fit_tail,
+    canonical_mi,
+    digamma_table,
     ksg_statistic,
     linear_statistic,
-    min_p_combination,
 )
+from mitool.independence.tails import TAIL_REACHED, TailFit, bonferroni_tails, fit_tail
 
 __all__ = [
     "CALIBRATION",
@@ -354,11 +345,11 @@ def _pair_block(data: Columns, given: np.ndarray | None, job: _Job, pairs: np.nd
                 if index not in sides:
                     sides[index] = ScoredSide.of(_column(data, index)[:, None], "rank")
             statistic = ksg_statistic(sides[a], sides[b], job.ks[0], job.ks[-1])(np.arange(job.n))
-            out["linear"][row] = _canonical_mi(sides[a].basis, sides[b].basis)
+            out["linear"][row] = canonical_mi(sides[a].basis, sides[b].basis)
         else:
             x, y = _column(data, a), _column(data, b)
-            result, prepared = _test(x, y, given, job.estimator, job.permutations, seed, "auto", "auto",
-                                     Z_NEIGHBOURS, job.settings)  # fmt: skip
+            result, prepared = run_test(x, y, given, estimator=job.estimator, permutations=job.permutations,
+                                        seed=seed, settings=job.settings)  # fmt: skip
             statistic, out["pvalue"][row] = result.statistic, result.pvalue
             notes.extend(note for note in result.notes if note not in notes and _general(note))
         out["statistic"][row] = statistic
@@ -463,7 +454,7 @@ def _small_ksg(x: np.ndarray, y: np.ndarray, ks: Sequence[int]) -> np.ndarray:
     each row's mean is taken in its own order."""
     from scipy.special import digamma, ndtri
 
-    from mitool.independence import _sorted_counts, _strict_reach
+    from mitool.independence.statistics import sorted_counts, strict_reach
 
     m, size = x.shape
     table = ndtri((np.arange(size) + 0.5) / size)
@@ -475,13 +466,13 @@ def _small_ksg(x: np.ndarray, y: np.ndarray, ks: Sequence[int]) -> np.ndarray:
     joint = distances[y_in_x_order[:, :, None], y_in_x_order[:, None, :]]
     np.maximum(joint, distances, out=joint)
     joint.partition(list(ks), axis=2)
-    psi = _digamma_table(size)
+    psi = digamma_table(size)
     ranks_x = np.broadcast_to(np.arange(size), (m, size)).reshape(-1)
     values = np.empty((m, len(ks)))
     for column, k in enumerate(ks):
-        reach = _strict_reach(joint[:, :, k].reshape(-1))
-        count_x = _sorted_counts(table, table[ranks_x], ranks_x, reach)
-        count_y = _sorted_counts(table, table[y_in_x_order.reshape(-1)], y_in_x_order.reshape(-1), reach)
+        reach = strict_reach(joint[:, :, k].reshape(-1))
+        count_x = sorted_counts(table, table[ranks_x], ranks_x, reach)
+        count_y = sorted_counts(table, table[y_in_x_order.reshape(-1)], y_in_x_order.reshape(-1), reach)
         terms = np.empty((m, size))
         np.put_along_axis(terms, by_x, (psi[count_x + 1] + psi[count_y + 1]).reshape(m, size), axis=1)
         constant = digamma(k) + digamma(size)
@@ -740,10 +731,10 @@ def _columns_of(data: Any, columns: Sequence[str] | None) -> tuple[list[np.ndarr
     (None where missing), and their names."""
     from mitool.estimators.base import FEWEST_PAIRS, holds_labels
     from mitool.estimators.values import safe_scale
-    from mitool.independence import _column_names
+    from mitool.independence.features import column_names
 
-    parts = _feature_columns(data)
-    names = _column_names(data, len(parts), columns)
+    parts = feature_columns(data)
+    names = column_names(data, len(parts), columns)
     table = []
     for name, part in zip(names, parts, strict=True):
         if holds_labels(part):
@@ -814,7 +805,7 @@ def _fast_job(table: Columns, candidates: np.ndarray, estimator: str | None, per
     chosen = prepared.estimator
     if chosen is None or chosen.name != "ksg" or chosen.settings.normalise != "rank":
         return None
-    _check_size(chosen, prepared)
+    check_size(chosen, prepared)
     ks = tuple(range(chosen.settings.k, max(chosen.settings.k, chosen.settings.k_max) + 1))
     return _Job(estimator, permutations, seed, dict(settings), len(table[0]), ks, chosen.settings.subsets,
                 chosen.settings.level, chosen.minimum_pairs(1, 1), chosen)  # fmt: skip
@@ -925,7 +916,7 @@ def mi_matrix(
     checks.choice("null", null, ("shared", "pair"))
     checks.choice("tail", tail, ("gpd", "none"))
     checks.choice("fdr", fdr, FDR_METHODS)
-    count, permutation_notes = _permutation_count(permutations, estimator)
+    count, permutation_notes = permutation_count(permutations, estimator)
     table, names = _columns_of(data, columns)
     n, width = len(table[0]), len(table)
     given_rows = None if given is None else _given_rows(given, n)
@@ -1046,7 +1037,7 @@ def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[sl
     method = (f"Each pair of columns a < b by independence_test (column a as X, b as Y; the pair's seed "
               f"pair_seed(seed, a, b)); p = (1 + #{{null >= observed}}) / (1 + {count}) (for a KSG or Ross "
               "statistic, its min-p combination with the linear statistic, as independence_test makes it), "
-              f"never 0, at least 1/{count + 1}; q: {_FDR_NAMES[fdr]} over the {len(pairs)} "
+              f"never 0, at least 1/{count + 1}; q: {FDR_NAMES[fdr]} over the {len(pairs)} "
               "pairs.")  # fmt: skip
     if shared.any():
         method += (f" {int(shared.sum())} pair(s) of tie-free numeric columns share one null: KSG (k = "

@@ -15,16 +15,14 @@ from scipy import stats
 import mitool
 from mitool.checks import ParameterError
 from mitool.cli.main import main
-from mitool.independence import (
+from mitool.independence.conditional import (
     CO_SPREAD_WARNING,
-    _z_neighbours,
-    benjamini_hochberg,
-    benjamini_yekutieli,
-    fdr_qvalues,
     gcm_statistic,
     neighbourhood_spread,
     regress_on_z,
 )
+from mitool.independence.permutations import neighbours_in_z
+from mitool.independence.pvalues import benjamini_hochberg, benjamini_yekutieli, fdr_qvalues
 
 
 def strong_confounding(rng: np.random.Generator, n: int, d: int, sigma: float, direct: float = 0.0):
@@ -127,7 +125,7 @@ def test_gcm_is_the_normalised_covariance_of_the_residual_products() -> None:
 def test_the_diagnostic_fires_on_strong_confounding_and_not_on_a_benign_one_dimensional_z() -> None:
     rng = np.random.default_rng(5)
     x, y, z = strong_confounding(rng, 300, 3, 0.2)
-    candidates = _z_neighbours(z, 5)
+    candidates = neighbours_in_z(z, 5)
     strong = neighbourhood_spread(regress_on_z(x, z), regress_on_z(y, z), candidates)
     assert strong["co_spread"] > 4 * CO_SPREAD_WARNING["local"]
     local = mitool.independence_test(x, y, z, permutations=19, z_method="local")
@@ -174,7 +172,7 @@ def test_a_completed_local_permutation_moves_only_the_repeats() -> None:
 
     rng = np.random.default_rng(8)
     z = rng.normal(size=(400, 5))
-    candidates, scores = _z_neighbours(z, 5), normal_scores(z)[0]
+    candidates, scores = neighbours_in_z(z, 5), normal_scores(z)[0]
     drawn = local_permutation(candidates, rng)
     repeats = 400 - len(np.unique(drawn))
     assert repeats > 20  # 5-D: about 13% of the rows take an X another row took

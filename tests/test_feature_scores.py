@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import mitool
-from mitool import independence
 from mitool.checks import ParameterError
+from mitool.independence import features as feature_screening
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def test_the_default_is_the_scores_alone_and_runs_no_permutation(table, monkeypa
     def refuse(*arguments, **options):
         raise AssertionError("the default ran the permutation test")
 
-    monkeypatch.setattr(independence, "_test", refuse)
+    monkeypatch.setattr(feature_screening, "run_test", refuse)
     scores = mitool.feature_scores(features, target)
     assert isinstance(scores, np.ndarray) and scores.shape == (6,)
     assert set(np.argsort(scores)[-2:]) == {0, 2}

@@ -24,15 +24,13 @@ from mitool.estimators.ksg import ksg
 from mitool.estimators.neighbours import counts_within
 from mitool.estimators.preparation import normal_scores
 from mitool.estimators.ross import ross_mi
-from mitool.independence import (
+from mitool.independence.permutations import local_permutation
+from mitool.independence.pvalues import benjamini_hochberg, min_p_combination, permutation_pvalue
+from mitool.independence.statistics import (
     _fixed_points_counter,
-    benjamini_hochberg,
     frenzel_pompe_statistic,
     ksg_statistic,
     linear_statistic,
-    local_permutation,
-    min_p_combination,
-    permutation_pvalue,
     plugin_statistic,
 )
 
@@ -278,9 +276,9 @@ def test_a_statistic_below_zero_is_not_printed_as_a_negative_mi() -> None:
 def test_local_permutation_draws_among_the_neighbours_without_repeats_where_possible() -> None:
     rng = np.random.default_rng(7)
     z = rng.normal(size=(300, 1))
-    from mitool.independence import _z_neighbours
+    from mitool.independence.permutations import neighbours_in_z
 
-    candidates = _z_neighbours(z, 5)
+    candidates = neighbours_in_z(z, 5)
     assert np.array_equal(candidates[:, 0], np.arange(300))  # each row is its own first candidate
     drawn = local_permutation(candidates, rng)
     assert all(drawn[row] in candidates[row] for row in range(300))
@@ -457,13 +455,16 @@ def test_the_command_line_bad_input_is_one_line_and_exit_2(files, arguments: lis
 
 def test_the_docstring_examples_run() -> None:
     import doctest
+    import importlib
+    import pkgutil
 
     import mitool.independence
 
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     report: list[str] = []
-    for test in doctest.DocTestFinder().find(mitool.independence):
-        runner.run(test, out=report.append)
+    for module in pkgutil.iter_modules(mitool.independence.__path__, "mitool.independence."):
+        for test in doctest.DocTestFinder().find(importlib.import_module(module.name)):
+            runner.run(test, out=report.append)
     assert runner.tries >= 10 and runner.failures == 0, "".join(report)
 
 

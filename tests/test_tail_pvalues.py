@@ -193,7 +193,7 @@ def test_the_pearson_tail_equals_scipys() -> None:
     scipy.stats.pearson3.sf, which the test once imported at every call (a third of a second)."""
     from scipy import stats
 
-    from mitool.independence import pearson3_sf
+    from mitool.independence.pvalues import pearson3_sf
 
     rng = np.random.default_rng(0)
     standard = 3 * rng.normal(size=5000)
