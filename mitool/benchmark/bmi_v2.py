@@ -53,6 +53,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from mitool import maps
+from mitool.benchmark.bmi_v1 import bmi_v1_suite
 from mitool.lazy import lazy_import
 from mitool.tasks import Mapped, Standardised, Task
 
@@ -249,9 +250,7 @@ def bmi_v2_suite() -> list[Task]:
     """The 26 tasks of bmi's ``workflows/benchmark/v2/config.py``, in its order, named by bmi's
     task ids, each standardised per column; grouped into families as that file's comments group
     them."""
-    from mitool.benchmark.suites import suite
-
-    laws = {task.name: task.base for task in suite("bmi")}  # the v1 tasks' laws, unscaled
+    laws = {task.name: task.base for task in bmi_v1_suite()}  # the v1 tasks' laws, unscaled
     from_v1 = laws.__getitem__
     groups: dict[str, list[Task]] = {
         "one-dimensional": [
