@@ -33,6 +33,7 @@ from mitool.estimators.base import (
 )
 from mitool.estimators.preparation import normal_scores, split_pairs
 from mitool.estimators.rows import category_codes
+from mitool.estimators.stopping import KeepBest
 from mitool.settings import setting
 
 __all__ = ["Classifier"]
@@ -146,14 +147,12 @@ class Classifier(Estimator):
 def _train(network, fit, validation, settings: ClassifierSettings, seed: int, progress) -> int:
     """Train ``network`` with the cross-entropy on the fit rows; leave it at its best validation value
     (early stopping); returns the step kept."""
-    import copy
-
     import torch
 
     optimiser = torch.optim.AdamW(network.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     generator = torch.Generator().manual_seed(seed)
     (x_fit, y_fit), (x_validation, y_validation) = fit, validation
-    best, best_step, best_state, stale = math.inf, 0, copy.deepcopy(network.state_dict()), 0
+    keep = KeepBest(network, settings.patience)
     for step in range(1, settings.steps + 1):
         rows = torch.randint(len(x_fit), (min(settings.batch_size, len(x_fit)),), generator=generator)
         loss = torch.nn.functional.cross_entropy(network(x_fit[rows]), y_fit[rows])
@@ -166,14 +165,10 @@ def _train(network, fit, validation, settings: ClassifierSettings, seed: int, pr
             value = float(torch.nn.functional.cross_entropy(network(x_validation), y_validation))
         if progress is not None:
             progress(step, settings.steps, math.nan)
-        if value < best:
-            best, best_step, best_state, stale = value, step, copy.deepcopy(network.state_dict()), 0
-        else:
-            stale += 1
-            if stale >= settings.patience:
-                break
-    network.load_state_dict(best_state)
-    return best_step
+        if keep.stop(step, -value):  # the score is the negated loss: higher is better
+            break
+    keep.restore()
+    return keep.best_step
 
 
 ESTIMATORS = [Classifier]

@@ -93,7 +93,6 @@ the encoder folds.
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -116,6 +115,7 @@ from mitool.estimators.encoding import Encoding, encode, intrinsic_dimension
 from mitool.estimators.gaussian import plugin_mi_bias
 from mitool.estimators.preparation import PREPARATIONS, Split, canonical_maps, part_sizes, split_pairs
 from mitool.estimators.rows import collinearity, refuse_collinear
+from mitool.estimators.stopping import KeepBest
 from mitool.lazy import lazy_import
 from mitool.settings import setting
 
@@ -424,8 +424,8 @@ class FlowGaussian(Estimator):
         fit = tensor(fit_x), tensor(fit_y)
         validation = tensor(validation_x), tensor(validation_y)
         copula = model.closed_form()
-        start = best = float(model.evaluate(*validation)[0].mean())
-        best_step, best_state, misses, step = 0, copy.deepcopy(model.module.state_dict()), 0, 0
+        start = float(model.evaluate(*validation)[0].mean())
+        keep, step = KeepBest(model.module, settings.patience, start), 0
         generator = torch.Generator().manual_seed(seed)
         optimiser = torch.optim.Adam(model.module.parameters(), lr=settings.lr)
         for step in range(1, settings.steps + 1):
@@ -439,13 +439,9 @@ class FlowGaussian(Estimator):
             score = float(model.evaluate(*validation)[0].mean())
             if progress is not None:
                 progress(done + step, total, model.closed_form())
-            if score > best:
-                best, best_step, best_state, misses = score, step, copy.deepcopy(model.module.state_dict()), 0
-                continue
-            misses += 1
-            if misses >= settings.patience or not math.isfinite(score):
+            if keep.stop(step, score):
                 break
-        model.module.load_state_dict(best_state)
+        keep.restore()
         ratios = model.evaluate(tensor(test_x), tensor(test_y))[1]
         bias = plugin_mi_bias(fit_x.shape[1], fit_y.shape[1], len(fit_x) - 1)
         value, spread = model.closed_form() - bias, float(np.std(ratios, ddof=1))
@@ -459,8 +455,8 @@ class FlowGaussian(Estimator):
             **{f"encoding_{name}": _encoding_details(encoding) for name, encoding in encodings.items()},
             "held_out": float(np.mean(ratios)),
             "held_out_stderr": spread / math.sqrt(len(ratios)), "correlations": correlations,
-            "validation_log_likelihood": best, "start_validation_log_likelihood": start,
-            "best_step": best_step, "steps": step, "n_fit": len(split.fit),
+            "validation_log_likelihood": keep.best, "start_validation_log_likelihood": start,
+            "best_step": keep.best_step, "steps": step, "n_fit": len(split.fit),
             "n_validation": len(split.validation), "n_test": len(split.test),
         }  # fmt: skip
         interval = (
