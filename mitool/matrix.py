@@ -454,7 +454,7 @@ def _small_ksg(x: np.ndarray, y: np.ndarray, ks: Sequence[int]) -> np.ndarray:
     each row's mean is taken in its own order."""
     from scipy.special import digamma, ndtri
 
-    from mitool.independence.statistics import sorted_counts, strict_reach
+    from mitool.estimators.neighbours import sorted_counts, strict_reach
 
     m, size = x.shape
     table = ndtri((np.arange(size) + 0.5) / size)

@@ -84,3 +84,28 @@ def test_the_counts_match_sorted_searches_where_the_table_guesses_badly() -> Non
         np.sum(np.abs(x - x[i]) <= reach[i]) + np.sum(np.abs(y - y[rows][i]) <= reach[i]) for i in range(n)
     ]
     np.testing.assert_array_equal(terms, plain)
+
+
+def test_the_k_nn_searches_route_to_the_grid_only_where_it_pays_and_agree_with_the_tree() -> None:
+    """neighbours.kth_neighbour_distances, the one entry of the k-th neighbour searches: the grid
+    from PLANE_MIN_POINTS points with comparable spreads, the tree otherwise; the same distances."""
+    from scipy.spatial import cKDTree
+
+    from mitool.estimators import neighbours
+
+    rng = np.random.default_rng(3)
+    points = rng.normal(size=(neighbours.PLANE_MIN_POINTS, 2))
+    points[:, 1] = np.round(points[:, 1] + points[:, 0], 1)  # ties: k-th distances of 0 among them
+    tree = cKDTree(points).query(points, k=[4, 21], p=np.inf)[0]
+    assert np.array_equal(neighbours.kth_neighbour_distances(points, [3, 20]), tree)
+    assert np.array_equal(neighbours.kth_distances(points, 20), tree[:, 1])
+    assert neighbours._plane_pays(points)
+    assert not neighbours._plane_pays(points[:100])  # too few to repay numba's start
+    assert not neighbours._plane_pays(points * [1.0, 1000.0])  # scales a thousand apart
+
+
+def test_coincident_counts_are_the_counts_at_distance_zero() -> None:
+    from mitool.estimators.neighbours import coincident_counts, counts_within
+
+    points = np.random.default_rng(4).integers(0, 3, size=(500, 2)).astype(float)
+    assert np.array_equal(coincident_counts(points), counts_within(points, np.zeros(500), strict=False))

@@ -21,13 +21,12 @@ from mitool.cli.main import main
 from mitool.estimators.discrete import plugin_mi
 from mitool.estimators.frenzel_pompe import frenzel_pompe
 from mitool.estimators.ksg import ksg
-from mitool.estimators.neighbours import counts_within
+from mitool.estimators.neighbours import counts_within, fixed_points_counter
 from mitool.estimators.preparation import normal_scores
 from mitool.estimators.ross import ross_mi
 from mitool.independence.permutations import local_permutation
 from mitool.independence.pvalues import benjamini_hochberg, min_p_combination, permutation_pvalue
 from mitool.independence.statistics import (
-    _fixed_points_counter,
     frenzel_pompe_statistic,
     ksg_statistic,
     linear_statistic,
@@ -88,7 +87,7 @@ def test_benjamini_hochberg_against_a_plain_implementation() -> None:
 def test_the_counts_on_kept_points_are_those_of_counts_within(dimension: int) -> None:
     rng = np.random.default_rng(1)
     points = np.round(rng.normal(size=(500, dimension)), 1)  # ties, and radii at exactly the gaps
-    counter = _fixed_points_counter(points)  # sorted values (one coordinate), sorted distances (more)
+    counter = fixed_points_counter(points)  # sorted values (one coordinate), sorted distances (more)
     for radius in (rng.uniform(0, 0.5, 500), np.full(500, 0.1), np.full(500, 0.2)):
         order = rng.permutation(500)
         reach = np.maximum(np.nextafter(radius, 0.0), 0.0)

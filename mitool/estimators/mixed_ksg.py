@@ -22,7 +22,7 @@ import numpy as np
 
 from mitool import checks
 from mitool.estimators.base import Estimate, Estimator
-from mitool.estimators.neighbours import counts_within, kth_distances
+from mitool.estimators.neighbours import coincident_counts, counts_within, kth_distances
 from mitool.estimators.preparation import standardise
 from mitool.estimators.subsets import SubsetSettings, subset_estimate
 from mitool.settings import setting
@@ -39,8 +39,9 @@ def mixed_ksg(x: np.ndarray, y: np.ndarray, k: int = 5) -> float:
     x, y = standardise(x)[0], standardise(y)[0]
     joint = np.hstack([x, y])
     rho = kth_distances(joint, k)
-    tied = counts_within(joint, np.zeros(n), strict=False)
-    own_k = np.where(rho == 0, tied, k)
+    own_k = np.full(n, k)
+    if np.any(rho == 0):  # k or more rows coincide with it: their number is its k
+        own_k = np.where(rho == 0, coincident_counts(joint), k)
     count_x, count_y = counts_within(x, rho, strict=False), counts_within(y, rho, strict=False)
     return float(np.mean(digamma(own_k) + np.log(n) - np.log(count_x + 1) - np.log(count_y + 1)))
 

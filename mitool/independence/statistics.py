@@ -34,12 +34,13 @@ distance table, 20 times faster than by the tree's ball queries.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from mitool import checks, estimators
+from mitool.estimators.neighbours import fixed_points_counter, kth_neighbour_distances, strict_reach
 from mitool.runtime import chosen_threads
 
 TEST_NEIGHBOURS = 10
@@ -74,11 +75,6 @@ POINT_STATISTICS = ("ksg", "gaussian", "plugin", "ross", "atoms", "mixed-ksg", "
 train a network for each."""
 
 
-DISTANCE_TABLE_MAX = 2048
-"""Fixed points of two coordinates or more are counted from a table of their sorted distances up
-to this many points (32 MB); beyond, by a k-d tree."""
-
-
 Statistic = Callable[[np.ndarray], float]
 """The statistic as a function of ``order``: row i of the fixed side goes with row ``order[i]`` of
 the permuted side (Y; X for a conditional test). ``order = arange(n)`` gives the observed value."""
@@ -95,123 +91,13 @@ def digamma_table(n: int) -> np.ndarray:
     return table
 
 
-def strict_reach(radius: np.ndarray) -> np.ndarray:
-    """Strictly within r as within the float below r, as
-    :func:`~mitool.estimators.neighbours.counts_within` reads it."""
-    return np.maximum(np.nextafter(radius, 0.0), 0.0)
-
-
-def sorted_counts(
-    ordered: np.ndarray, values: np.ndarray, start: np.ndarray, reach: np.ndarray
-) -> np.ndarray:
-    """For each value v_i (whose first place in ``ordered``, the sorted values, is start_i): how many
-    other values o_j satisfy |o_j - v_i| <= reach_i, by the float tests o_j - v_i > reach_i (past the
-    right end) and v_i - o_j <= reach_i (inside the left end), both monotone in j. Each end starts
-    at searchsorted's guess and is moved until both tests hold at it (rarely more than one step):
-    the same counts as :func:`~mitool.estimators.neighbours.counts_within`, on sorted values kept
-    from one call to the next."""
-    size, last = len(ordered), len(ordered) - 1
-    end = np.clip(np.searchsorted(ordered, values + reach, "right"), start, size)
-    while True:  # end: the first j >= start with o_j - v_i > reach_i, or n
-        short = (end < size) & ~(ordered[np.minimum(end, last)] - values > reach)
-        long = (end > start) & (ordered[np.maximum(end - 1, 0)] - values > reach)
-        if not (short.any() or long.any()):
-            break
-        end = end + short - long
-    begin = np.clip(np.searchsorted(ordered, values - reach, "left"), 0, start)
-    while True:  # begin: the first j <= start with v_i - o_j <= reach_i
-        short = (begin < start) & ~(values - ordered[begin] <= reach)
-        long = (begin > 0) & (values - ordered[np.maximum(begin - 1, 0)] <= reach)
-        if not (short.any() or long.any()):
-            break
-        begin = begin + short - long
-    return end - begin - 1
-
-
-def _fixed_points_counter(points: np.ndarray) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """For a set of points (n, d) that the permutations do not change: ``count(rows, reach)``, for
-    each i the number of other points within max-norm distance reach_i of point rows[i] (<=), where
-    ``rows`` holds each point once (a permutation). The structure is built once: for one
-    coordinate the sorted values, counted in their order (the searches' keys then come in order,
-    twice as fast); for more, up to :data:`DISTANCE_TABLE_MAX` points, each point's distances to
-    all the others, sorted (a count is then a binary search: 5-D at n = 400, 0.3 ms where the
-    tree's ball queries take 7 ms); beyond, a k-d tree."""
-    if points.shape[1] == 1:
-        by_value = np.argsort(points[:, 0], kind="stable")
-        place = np.empty(len(points), dtype=np.intp)
-        place[by_value] = np.arange(len(points))
-        ordered = points[by_value, 0]
-        start = np.searchsorted(ordered, ordered, "left")
-
-        def count_sorted(rows: np.ndarray, reach: np.ndarray) -> np.ndarray:
-            where = place[rows]
-            reach_in_order = np.empty(len(points))
-            reach_in_order[where] = reach
-            return sorted_counts(ordered, ordered, start, reach_in_order)[where]
-
-        return count_sorted
-    if len(points) <= DISTANCE_TABLE_MAX:
-        return _distance_table_counter(points)
-    from scipy.spatial import cKDTree
-
-    tree = cKDTree(points)
-
-    def count(rows: np.ndarray, reach: np.ndarray) -> np.ndarray:
-        found = tree.query_ball_point(
-            points[rows], reach, p=np.inf, return_length=True, workers=chosen_threads()
-        )
-        return np.asarray(found) - 1
-
-    return count
-
-
-def _distance_table_counter(points: np.ndarray) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """:func:`_fixed_points_counter` by a table: row p holds the max-norm distances from point p to
-    every point (itself, 0, included), sorted; the count for point p within reach r is the place of
-    the first distance above r, less one, found by a binary search in all rows at once."""
-    size = len(points)
-    table = np.abs(points[:, None, 0] - points[None, :, 0])
-    for column in range(1, points.shape[1]):
-        np.maximum(table, np.abs(points[:, None, column] - points[None, :, column]), out=table)
-    table.sort(axis=1)
-
-    def count(rows: np.ndarray, reach: np.ndarray) -> np.ndarray:
-        low, high = np.zeros(len(rows), dtype=np.intp), np.full(len(rows), size, dtype=np.intp)
-        while True:
-            open_ = low < high
-            if not open_.any():
-                return low - 1
-            middle = (low + high) // 2
-            above = table[rows, np.minimum(middle, size - 1)] > reach
-            high = np.where(open_ & above, middle, high)
-            low = np.where(open_ & ~above, middle + 1, low)
-
-    return count
-
-
-def _kth_neighbour_distances(points: np.ndarray, ks: Sequence[int]) -> np.ndarray:
-    """(n, len(ks)): the max-norm distance from each point to its k-th nearest other point. The
-    tree is built by sliding midpoints, without shrinking the nodes: half the building time of the
-    default, and the same distances (they do not depend on the tree's shape). In the plane, with
-    numba installed, :func:`mitool.estimators.grid.kth_distances_plane`: the same distances for
-    2.5 times less CPU at n = 10 000."""
-    from mitool.estimators import grid
-
-    if points.shape[1] == 2 and grid.AVAILABLE:
-        return grid.kth_distances_plane(points, ks)
-    from scipy.spatial import cKDTree
-
-    tree = cKDTree(points, balanced_tree=False, compact_nodes=False)
-    return tree.query(points, k=[k + 1 for k in ks], p=np.inf, workers=chosen_threads())[0]
-
-
 @dataclass(frozen=True)
 class ScoredSide:
     """One side of the KSG statistic, made once: its scores (``normalise``: the normal scores of the
-    ranks, or standardised values), the order of its first coordinate (stable), its
-    :func:`_fixed_points_counter` and the basis of the linear statistic. A side serves as X or as
-    Y of any pairing (:func:`ksg_statistic` of two sides), so a matrix of MI makes one per column
-    (:mod:`mitool.matrix`)."""
+    ranks, or standardised values), the order of its first coordinate (stable), its counter of
+    fixed points (:func:`~mitool.estimators.neighbours.fixed_points_counter`) and the basis of the
+    linear statistic. A side serves as X or as Y of any pairing (:func:`ksg_statistic` of two
+    sides), so a matrix of MI makes one per column (:mod:`mitool.matrix`)."""
 
     scores: np.ndarray
     order: np.ndarray
@@ -227,7 +113,7 @@ class ScoredSide:
             PREPARATIONS[checks.choice("normalise", normalise, PREPARATIONS)](values)[0]
         )
         basis = _linear_basis_of_centred(scores - scores.mean(axis=0))
-        return cls(scores, np.argsort(scores[:, 0], kind="stable"), _fixed_points_counter(scores), basis)
+        return cls(scores, np.argsort(scores[:, 0], kind="stable"), fixed_points_counter(scores), basis)
 
 
 def ksg_statistic(
@@ -292,7 +178,7 @@ def ksg_statistic(
 
     def statistic(order: np.ndarray) -> float:
         y_rows = np.asarray(order)[by_x]
-        distances = _kth_neighbour_distances(np.hstack([x_sorted, y_scores[y_rows]]), ks)
+        distances = kth_neighbour_distances(np.hstack([x_sorted, y_scores[y_rows]]), ks, compiled=True)
         values = []
         for column, constant in enumerate(constants):
             reach = strict_reach(distances[:, column])
@@ -330,15 +216,15 @@ def frenzel_pompe_statistic(x: np.ndarray, y: np.ndarray, z: np.ndarray, k: int 
     checks.whole_number("k", k, 1, n - 1)
     x_scores, y_scores, z_scores = (standardise(normal_scores(part)[0])[0] for part in (x, y, z))
     count_yz, count_z = (
-        _fixed_points_counter(np.hstack([y_scores, z_scores])),
-        _fixed_points_counter(z_scores),
+        fixed_points_counter(np.hstack([y_scores, z_scores])),
+        fixed_points_counter(z_scores),
     )
     psi = digamma_table(n)
     every = np.arange(n)
 
     def statistic(order: np.ndarray) -> float:
         x_now = x_scores[order]
-        reach = strict_reach(_kth_neighbour_distances(np.hstack([x_now, y_scores, z_scores]), [k])[:, 0])
+        reach = strict_reach(kth_neighbour_distances(np.hstack([x_now, y_scores, z_scores]), [k])[:, 0])
         xz = np.hstack([x_now, z_scores])
         count_xz = np.asarray(
             cKDTree(xz).query_ball_point(xz, reach, p=np.inf, return_length=True, workers=chosen_threads())
