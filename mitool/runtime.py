@@ -17,11 +17,13 @@ is not imported yet, the count is kept and set the moment torch is first importe
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any
@@ -29,6 +31,7 @@ from typing import Any
 __all__ = [
     "available_memory",
     "chosen_threads",
+    "threads_mapping",
     "free_cores",
     "refuse_beyond_memory",
     "set_threads_to_free_cores",
@@ -37,11 +40,39 @@ __all__ = [
 _chosen: int | None = None
 
 
+_per_thread = threading.local()
+
+
 def chosen_threads() -> int:
     """The thread count :func:`set_threads_to_free_cores` chose in this process (1 before it is
     called: a library caller who has not sized the threads gets one), for the work that is not
-    torch's (scipy's neighbour searches)."""
-    return _chosen or 1
+    torch's (scipy's neighbour searches); 1 inside the workers of :func:`map_in_threads`, which
+    already share the cores out."""
+    return getattr(_per_thread, "threads", None) or _chosen or 1
+
+
+def _one_thread_each() -> None:
+    _per_thread.threads = 1
+
+
+Mapper = Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
+"""``mapper(function, items)``: ``[function(item) for item in items]``, in order."""
+
+
+@contextlib.contextmanager
+def threads_mapping(threads: int | None = None) -> Iterator[Mapper]:
+    """A mapper that spreads its items over ``threads`` threads (default :func:`chosen_threads`;
+    one pool for the whole ``with``), for work that leaves Python's lock while it computes (numpy,
+    scipy's trees, the compiled grid: numba's ``nogil``). Inside the workers :func:`chosen_threads`
+    is 1: they already share the cores out."""
+    threads = chosen_threads() if threads is None else threads
+    if threads <= 1:
+        yield lambda function, items: [function(item) for item in items]
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads, initializer=_one_thread_each) as pool:
+        yield lambda function, items: list(pool.map(function, items))
 
 
 def _busy_and_total_jiffies() -> tuple[int, int] | None:

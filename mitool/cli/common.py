@@ -27,6 +27,7 @@ __all__ = [
     "program_words",
     "log_line",
     "parse_list",
+    "PermutationProgress",
     "progress_reporter",
     "resumable_run",
 ]
@@ -143,6 +144,30 @@ class EstimateProgress:
 
 LONG_RUN_SECONDS = 10.0
 """An estimate expected to take longer says so even under --quiet."""
+
+QUIET_SECONDS = 2.0
+"""Work that ends sooner draws no bar (:class:`PermutationProgress`)."""
+
+
+class PermutationProgress:
+    """A progress callback ``(done, total)`` (a test's permutations) drawn as a bar with the time
+    left once the work has run :data:`QUIET_SECONDS`, so that a quick test prints only its result;
+    ``close()`` at the end."""
+
+    def __init__(self, label: str, enabled: bool) -> None:
+        self.label, self.enabled, self.bar = label, enabled, None
+        self.started = time.perf_counter()
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            if not self.enabled or time.perf_counter() - self.started < QUIET_SECONDS:
+                return
+            self.bar = Progress(total, f"{self.label} permutations", done=done)
+        self.bar.set_done(min(done, total))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def program_words() -> list[str]:

@@ -74,11 +74,12 @@ __all__ = ["test_command"]
     is_flag=True,
     help="After the result, how the test was made and every note (by default one line).",
 )
+@click.option("--quiet", is_flag=True, help="No progress bar.")
 def test_command(
     x: str, y: str | None, z: str | None, x_columns: str | None, y_columns: str | None, missing: str,
     estimator: str | None, permutations: int | None, seed: int, discrete: str, ties: str, k: int | None,
     linear: bool | None, z_method: str, z_neighbours: int, per_feature: bool, fdr: str, as_json: bool,
-    explain: bool,
+    explain: bool, quiet: bool,
 ) -> None:  # fmt: skip
     """Test whether X and Y are dependent: a permutation test with the MI estimate as the statistic.
 
@@ -91,7 +92,7 @@ def test_command(
     not pair) is one line and exit code 2.
     """
     from mitool.checks import ParameterError
-    from mitool.cli.common import json_text
+    from mitool.cli.common import PermutationProgress, json_text
     from mitool.cli.io import read_variables
     from mitool.independence import feature_mi, independence_test
     from mitool.runtime import set_threads_to_free_cores
@@ -124,11 +125,15 @@ def test_command(
         if explain:
             click.echo(f"How: {features.method}")
         return
-    result = independence_test(
-        read[0].values, read[1].values, None if z is None else read[2].values, estimator=estimator,
-        permutations=permutations, seed=seed, ties=ties, discrete=discrete, z_neighbours=z_neighbours,
-        z_method=z_method, linear=linear, **settings,
-    )  # fmt: skip
+    bar = PermutationProgress("test", enabled=not quiet)
+    try:
+        result = independence_test(
+            read[0].values, read[1].values, None if z is None else read[2].values, estimator=estimator,
+            permutations=permutations, seed=seed, ties=ties, discrete=discrete, z_neighbours=z_neighbours,
+            z_method=z_method, linear=linear, progress=bar, **settings,
+        )  # fmt: skip
+    finally:
+        bar.close()
     notes = [*file_notes, *result.notes]
     if as_json:
         click.echo(json_text({**result.as_dict(), "notes": notes}))

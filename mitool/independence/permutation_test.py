@@ -47,11 +47,15 @@ from mitool.independence.tails import (
     chosen_tail_pvalue,
     fit_tail,
 )
+from mitool.runtime import chosen_threads, threads_mapping
 
 DEFAULT_PERMUTATIONS = 999
 """Permutations when none are asked for: the smallest p is then 1 / 1000, and the p-value's Monte
 Carlo standard error sqrt(p (1 - p) / B) is 0.007 at p = 0.05."""
 
+
+PERMUTATION_BLOCK = 8
+"""Permutations drawn at a time per thread: the threads' work between two reports of progress."""
 
 _PERMUTATION_STREAM = 0x1D7E
 """Keeps the permutations' random stream apart from the preparation's and the estimators'."""
@@ -83,17 +87,44 @@ def check_size(estimator: estimators.Estimator, prepared: Prepared) -> None:
         )
 
 
-def _run(
-    statistics: Sequence[Statistic], draw: Callable[[], np.ndarray], n: int, count: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """The observed statistics (J,) and ``count`` rows of null values (count, J), every statistic
-    on the same fresh draw in each row."""
-    observed = np.array([statistic(np.arange(n)) for statistic in statistics])
-    null = np.empty((count, len(statistics)))
-    for row in range(count):
-        order = draw()
-        null[row] = [statistic(order) for statistic in statistics]
-    return observed, null
+Progress = Callable[[int, int], None]
+"""``progress(done, total)``: permutations done of the total, after each block of them."""
+
+
+@dataclass(frozen=True)
+class Draws:
+    """How a test draws its null: ``count`` permutations from ``rng``, reported to ``progress``;
+    ``parallel``: the statistics may run in threads (they compute on the rows and train nothing)."""
+
+    count: int
+    rng: np.random.Generator
+    progress: Progress | None = None
+    parallel: bool = True
+
+    def run(
+        self, statistics: Sequence[Statistic], draw: Callable[[], np.ndarray], n: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The observed statistics (J,) and ``count`` rows of null values (count, J), every
+        statistic on the same fresh draw in each row. The draws are made in order in this thread
+        (the same numbers whatever the threads), a block at a time; the statistics of a block run
+        in threads where ``parallel``."""
+        observed = np.array([statistic(np.arange(n)) for statistic in statistics])
+        null = np.empty((self.count, len(statistics)))
+        threads = chosen_threads() if self.parallel else 1
+        block = PERMUTATION_BLOCK * threads
+
+        def row(order: np.ndarray) -> list[float]:
+            return [statistic(order) for statistic in statistics]
+
+        with threads_mapping(threads) as mapping:
+            for start in range(0, self.count, block):
+                orders = [draw() for _ in range(min(block, self.count - start))]
+                null[start : start + len(orders)] = (
+                    mapping(row, orders) if self.parallel else list(map(row, orders))
+                )
+                if self.progress is not None:
+                    self.progress(start + len(orders), self.count)
+        return observed, null
 
 
 def plus_one(count: int) -> str:
@@ -169,37 +200,33 @@ def _combined_sentence(companion: _Companion | None) -> str:
             "the two).")  # fmt: skip
 
 
-def _unconditional(
-    prepared: Prepared, count: int, rng: np.random.Generator, seed: int, linear: bool
-) -> _Outcome:
+def _unconditional(prepared: Prepared, draws: Draws, seed: int, linear: bool) -> _Outcome:
     check_size(prepared.estimator, prepared)
     statistic, described = unconditional_statistic(prepared.estimator, prepared.x, prepared.y, seed)
     companions, companion = _linear_companion(prepared, linear)
-    n = len(prepared.x)
-    observed, null = _run([statistic, *companions], lambda: rng.permutation(n), n, count)
+    n, count = len(prepared.x), draws.count
+    observed, null = draws.run([statistic, *companions], lambda: draws.rng.permutation(n), n)
     method = (f"Permutation test of independence: the statistic {described}, recomputed on {count} random "
               f"permutations of Y's rows; {plus_one(count)}.")  # fmt: skip
     return _outcome(observed, null, companion, method=method, scheme="permutations of Y",
                     estimator=prepared.estimator.name)  # fmt: skip
 
 
-def _local(
-    prepared: Prepared, count: int, rng: np.random.Generator, seed: int, z_neighbours: int, linear: bool
-) -> _Outcome:
+def _local(prepared: Prepared, draws: Draws, seed: int, z_neighbours: int, linear: bool) -> _Outcome:
     check_size(prepared.estimator, prepared)
-    n = len(prepared.x)
+    n, count = len(prepared.x), draws.count
     checks.whole_number("z_neighbours", z_neighbours, 2, n)
     statistic, described = conditional_statistic(prepared.estimator, prepared.x, prepared.y, prepared.z, seed)
     candidates = neighbours_in_z(prepared.z, z_neighbours)
     repeats: list[int] = []
 
     def draw() -> np.ndarray:
-        drawn = local_permutation(candidates, rng)
+        drawn = local_permutation(candidates, draws.rng)
         repeats.append(n - len(np.unique(drawn)))
         return drawn
 
     companions, companion = _linear_companion(prepared, linear)
-    observed, null = _run([statistic, *companions], draw, n, count)
+    observed, null = draws.run([statistic, *companions], draw, n)
     method = (f"Conditional permutation test (Runge 2018's local permutation): in each of {count} draws, "
               f"every row takes the X of one of its {z_neighbours} nearest rows in Z (max-norm on Z's rank "
               f"scores, itself included), without repeats where possible; the statistic {described}; "
@@ -213,7 +240,7 @@ def _local(
                     diagnostic=diagnostic)  # fmt: skip
 
 
-def _residual(prepared: Prepared, count: int, rng: np.random.Generator, z_neighbours: int) -> _Outcome:
+def _residual(prepared: Prepared, draws: Draws, z_neighbours: int) -> _Outcome:
     """The residual scheme: X and Y less their regressions on Z, X's residuals drawn by Runge's
     local permutation within Z-neighbourhoods (made a permutation, :func:`completed_permutation`),
     KSG and the linear statistic on the residuals, combined by min-p."""
@@ -228,8 +255,9 @@ def _residual(prepared: Prepared, count: int, rng: np.random.Generator, z_neighb
     statistic = ksg_statistic(fit_y.residual, fit_x.residual, k)  # X's residual row order[i] with row i
     linear = linear_statistic(fit_y.residual, fit_x.residual)
     scores = normal_scores(prepared.z)[0]
+    rng, count = draws.rng, draws.count
     draw = lambda: completed_permutation(local_permutation(candidates, rng), scores, rng)  # noqa: E731
-    observed, null = _run([statistic, linear], draw, n, count)
+    observed, null = draws.run([statistic, linear], draw, n)
     diagnostic, warned = diagnosed(fit_x, fit_y, candidates, "residual")
     combined, own = min_p_combination(observed, null)
     diagnostic.update(ksg_pvalue=float(own[0]), linear_pvalue=float(own[1]), combined_pvalue=float(combined))
@@ -289,8 +317,7 @@ def _chosen_z_method(z_method: str, estimator: str | None, linear: bool | None) 
     return z_method
 
 
-def _within_groups(prepared: Prepared, count: int, rng: np.random.Generator, options: dict[str, Any],
-                   seed: int) -> _Outcome:  # fmt: skip
+def _within_groups(prepared: Prepared, draws: Draws, options: dict[str, Any], seed: int) -> _Outcome:
     """A discrete Z: the statistic within each group of Z, weighted by the groups' shares, and the
     permutations within the groups (as :func:`mitool.estimate` computes I(X; Y | Z))."""
     from mitool.estimators.rows import category_codes
@@ -319,11 +346,19 @@ def _within_groups(prepared: Prepared, count: int, rng: np.random.Generator, opt
         raise checks.ParameterError("z", "has no group of Z with enough pairs for the estimator within it")
     weight = sum(share for share, _, _ in parts)
 
-    def combined(draw: Callable[[int], np.ndarray]) -> float:
-        return sum(share * statistic(draw(size)) for share, statistic, size in parts) / weight
+    offsets = np.cumsum([0, *(size for _, _, size in parts)])
 
-    observed = combined(np.arange)
-    null = np.array([combined(rng.permutation) for _ in range(count)])
+    def combined(order: np.ndarray) -> float:
+        """``order``: the rows laid out group after group, each group's permuted among its own."""
+        pieces = zip(parts, offsets[:-1], offsets[1:], strict=True)
+        return sum(share * statistic(order[a:b] - a) for (share, statistic, _), a, b in pieces) / weight
+
+    def draw() -> np.ndarray:
+        bounds = zip(offsets[:-1], offsets[1:], strict=True)
+        return np.concatenate([a + draws.rng.permutation(b - a) for a, b in bounds])
+
+    count = draws.count
+    observed, null = (values[..., 0] for values in draws.run([combined], draw, int(offsets[-1])))
     notes = [
         f"z discrete: X permuted within each of its {len(parts)} groups, the statistic weighted by their "
         "shares"
@@ -430,7 +465,7 @@ def run_test(
     x: ArrayLike, y: ArrayLike, z: ArrayLike | None = None, *, estimator: str | None = None,
     permutations: int | None = None, seed: int = 0, ties: str = "auto", discrete: str = "auto",
     z_neighbours: int = Z_NEIGHBOURS, settings: dict[str, Any] | None = None, stream: tuple[int, ...] = (),
-    tail: str = "none", linear: bool | None = None, z_method: str = "auto",
+    tail: str = "none", linear: bool | None = None, z_method: str = "auto", progress: Progress | None = None,
 ) -> tuple[IndependenceTest, Prepared]:  # fmt: skip
     """The test and the prepared data; ``stream`` sets the permutations apart (one per column of
     :func:`feature_mi`); ``linear`` None: the linear companion with the default statistic only."""
@@ -441,21 +476,22 @@ def run_test(
     prepared = prepare(x, y, z, discrete=discrete, defaults=TEST_DEFAULTS, **options)
     rng = np.random.default_rng([seed, _PERMUTATION_STREAM, *stream])
     conditional = z is not None
+    draws = Draws(count, rng, progress, parallel=estimator is None or estimator in POINT_STATISTICS)
     if prepared.exact is not None:
         outcome = _exact_outcome(prepared, count, conditional)
     elif prepared.z is not None and prepared.estimator is None:
-        outcome = _within_groups(prepared, count, rng, options, seed)
+        outcome = _within_groups(prepared, draws, options, seed)
     elif prepared.z is not None:
         prepared = _untied(prepared, seed)
         scheme = _chosen_z_method(z_method, estimator, linear)
         if scheme == "residual":
-            outcome = _residual(prepared, count, rng, z_neighbours)
+            outcome = _residual(prepared, draws, z_neighbours)
         elif scheme == "gcm":
             outcome = _gcm(prepared, z_neighbours)
         else:
-            outcome = _local(prepared, count, rng, seed, z_neighbours, combine)
+            outcome = _local(prepared, draws, seed, z_neighbours, combine)
     else:
-        outcome = _unconditional(prepared, count, rng, seed, combine)
+        outcome = _unconditional(prepared, draws, seed, combine)
     exact = prepared.exact is not None
     _check_finite(outcome, prepared)
     pvalue = 1.0 if exact else permutation_pvalue(outcome.observed, outcome.null)
@@ -507,6 +543,7 @@ def independence_test(
     linear: bool | None = None,
     missing: str = "drop",
     z_method: str = "auto",
+    progress: Progress | None = None,
     **settings: Any,
 ) -> IndependenceTest:
     """A permutation test of H0: X and Y are independent (with ``z``: independent given Z), with
@@ -627,4 +664,5 @@ def independence_test(
         tail=tail,
         linear=linear,
         z_method=z_method,
+        progress=progress,
     )[0]
