@@ -271,6 +271,11 @@ class _Plan:
     sides: dict[str, bool] | None = None
     case: str | None = None
 
+    @property
+    def z_discrete(self) -> bool:
+        """Z is given and discrete: the MI is estimated within each group of Z (no one estimator)."""
+        return self.done is None and self.rows[2] is not None and bool(self.sides and self.sides.get("z"))
+
 
 @dataclass(frozen=True)
 class _Options:
@@ -397,6 +402,11 @@ class Prepared:
     sides: dict[str, bool] | None
     notes: tuple[str, ...]
     exact: Estimate | None = None
+
+    @property
+    def z_discrete(self) -> bool:
+        """Z is given and discrete: the MI is estimated within each group of Z (``estimator`` None)."""
+        return self.exact is None and self.z is not None and bool(self.sides and self.sides.get("z"))
 
 
 def prepare(
@@ -554,7 +564,7 @@ def _raw_estimate(
     plan = _plan(x, y, z, options)
     if plan.done is not None:
         result = plan.done
-    elif plan.chosen is None:
+    elif plan.z_discrete:
         result = _within_groups(*plan.rows, plan.sides, options, plan.notes)
         result = result.with_notes(*trust_notes(result))
     else:

@@ -376,7 +376,7 @@ def _interval(prepared: Any, seed: int) -> tuple[float, float]:
     """The estimator's interval for a pair that is not on the fast path (as :func:`mitool.feature_mi`)."""
     if prepared.exact is not None:
         return 0.0, 0.0
-    if prepared.estimator is None:  # a discrete Z: the test's statistic is within groups
+    if prepared.z_discrete:  # the test's statistic is within the groups of Z
         return math.nan, math.nan
     estimate = prepared.estimator.estimate(prepared.x, prepared.y, prepared.z, seed=seed)
     return float(estimate.ci_low), float(estimate.ci_high)

@@ -479,7 +479,7 @@ def run_test(
     draws = Draws(count, rng, progress, parallel=estimator is None or estimator in POINT_STATISTICS)
     if prepared.exact is not None:
         outcome = _exact_outcome(prepared, count, conditional)
-    elif prepared.z is not None and prepared.estimator is None:
+    elif prepared.z_discrete:
         outcome = _within_groups(prepared, draws, options, seed)
     elif prepared.z is not None:
         prepared = _untied(prepared, seed)
