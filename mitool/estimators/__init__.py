@@ -2,7 +2,7 @@
 
     from mitool import estimators
     result = estimators.get("ksg", k=5).estimate(x, y)      # an Estimate; float(result) is the value
-    estimators.NAMES                                        # every name
+    estimators.names()                                      # every name
 
 The registry finds the estimators itself: every module of this package that defines a list
 ``ESTIMATORS`` of :class:`~mitool.estimators.base.Estimator` classes adds them (one per bound in

@@ -308,7 +308,7 @@ class Estimator:
     Settings: ClassVar[type[EstimatorSettings]] = EstimatorSettings
     rank: ClassVar[int] = 50
     """The estimator's place in listings, lower first (the registry's order: ``mitool estimate
-    --help``, :data:`mitool.estimators.NAMES`). Only an order: not a measure of quality, and
+    --help``, :func:`mitool.estimators.names`). Only an order: not a measure of quality, and
     unrelated to rank scores (``normalise="rank"``) and to a process's rank under torchrun."""
     trains_together: ClassVar[bool] = False
     """Whether :meth:`estimate_many` hands the data sets to :meth:`_estimate_many` together (the
