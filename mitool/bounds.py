@@ -785,6 +785,9 @@ class Bound:
     ``mi`` equals the MI (up to sampling and its ceiling): a critic trained with bound A should be
     evaluated with a bound B whose tight_for holds A's critic_optimum (:func:`evaluators_for`).
     stateful: its ``get`` object carries state between calls (MINE's moving average).
+    lower_bound: for any fixed critic, the expectation of ``mi`` over the batches is at most the MI
+    (InfoNCE, NWJ, and JS evaluated with NWJ), so a one-sided confidence bound on that expectation
+    from held-out pairs is one on the MI.
     """
 
     name: str
@@ -797,6 +800,7 @@ class Bound:
     form: str | None = None
     weight_option: str | None = None
     stateful: bool = False
+    lower_bound: bool = False
 
     @property
     def infonce_family(self) -> bool:
@@ -856,6 +860,7 @@ BOUNDS: dict[str, Bound] = {
         Bound(
             "infonce", infonce, "InfoNCE (CPC), the contrastive lower bound",
             "a lower bound, capped at log(K + 1)", "per-anchor shift", _ANY_OPTIMUM, form="coupled",
+            lower_bound=True,
         ),
         Bound(
             "eqco", eqco, "EqCo: InfoNCE with the negatives' weight alpha / K (Zhu et al. 2020)",
@@ -883,6 +888,7 @@ BOUNDS: dict[str, Bound] = {
         Bound(
             "nwj", nwj, "NWJ (f-MINE), tight at the critic 1 + log-ratio",
             "a lower bound, not capped; variance grows like e^I", "plus one", ("plus one",),
+            lower_bound=True,
         ),
         Bound(
             "dv", dv, "Donsker-Varadhan with a sample mean inside the log",
@@ -903,6 +909,7 @@ BOUNDS: dict[str, Bound] = {
         Bound(
             "js", js, "Jensen-Shannon training, evaluated with NWJ at the critic + 1",
             "a lower bound, not capped; high variance at high MI", "exact", ("exact",),
+            lower_bound=True,
         ),
         Bound(
             "smile", smile, "SMILE: JS training, DV evaluation with clipped negative scores",

@@ -83,6 +83,7 @@ from mitool.estimators.base import (
     Progress,
     TrainingSettings,
     level_setting,
+    normal_interval,
     standard_errors_above_zero,
 )
 from mitool.estimators.preparation import (
@@ -544,6 +545,12 @@ class NeuralEstimator(Estimator):
             if saturating
             else ()
         )
+        if bounds.BOUNDS[self.evaluator].lower_bound and not settings.extrapolate_negatives:
+            lowest = normal_interval(mean, stderr, 2 * settings.level - 1, degrees)[0]
+            details["lower_confidence_bound"] = lowest
+            notes += (f"a one-sided {settings.level:.0%} lower confidence bound on the MI: {lowest:.4f} nats "
+                      f"(the held-out {self.evaluator} value, a lower bound of the MI for any fixed critic, "
+                      f"less its standard error times Student's t {settings.level:.0%} point)",)  # fmt: skip
         result = Estimate.from_stderr(
             mean, stderr, settings.level, degrees, interval=interval, estimator=self.name,
             n_pairs=runs.n_pairs, notes=notes, details=details,
