@@ -11,6 +11,7 @@ tasks with discrete or mixed variables and with conditional MI. :func:`get_task`
 any suite by name.
 ``highmi`` (:mod:`mitool.benchmark.highmi`): strong dependence, 2 to 20 nats, images among the tasks.
 ``bmi-v2`` (:mod:`mitool.benchmark.bmi_v2`): the 26 tasks of "Beyond Normal"'s v2 config, mixtures among them.
+``families`` (:mod:`mitool.benchmark.families`): laws of our own, unlike bmi's, every task drawn from a seed.
 """
 
 from __future__ import annotations
@@ -136,6 +137,12 @@ def _bmi_v2_suite() -> list[Task]:
     return bmi_v2_suite()
 
 
+def _families_suite() -> list[Task]:
+    from mitool.benchmark.families import families_suite
+
+    return families_suite()
+
+
 SUITES: dict[str, Callable[[], list[Task]]] = {
     "main": _main_suite,
     "quick": _quick_suite,
@@ -144,6 +151,7 @@ SUITES: dict[str, Callable[[], list[Task]]] = {
     "conditional": _conditional_suite,
     "highmi": _highmi_suite,
     "bmi-v2": _bmi_v2_suite,
+    "families": _families_suite,
 }
 """Suite name -> a function building its tasks (built on demand: some take a moment)."""
 
