@@ -100,6 +100,20 @@ def positive(parameter: str, value: object) -> float:
     return number(parameter, value, above=0.0)
 
 
+def positive_or_unlimited(parameter: str, value: object) -> float:
+    """``value`` as a float when it is a number > 0, infinity included (no limit: ``inf``)."""
+    try:
+        unlimited = not isinstance(value, bool) and float(value) == math.inf  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        unlimited = False
+    if unlimited:
+        return math.inf
+    try:
+        return positive(parameter, value)
+    except ParameterError:
+        raise ParameterError(parameter, f"must be a number > 0, or inf for no limit, got {value!r}") from None
+
+
 def fraction(parameter: str, value: object) -> float:
     """``value`` as a float strictly between 0 and 1."""
     return number(parameter, value, above=0.0, below=1.0)

@@ -117,6 +117,12 @@ class TrainingSettings(Settings):
     )  # fmt: skip
     eval_every: int = setting(50, "Steps between validation scores.", _whole)
     patience: int = setting(10, "Stop after this many validation scores without improvement.", _whole)
+    max_seconds: float = setting(
+        math.inf,
+        "Training ends at the first validation score after this many seconds, the best network so far "
+        "kept (inf: no limit; the result says when the budget, not the held-out value, ended it).",
+        checks.positive_or_unlimited,
+    )  # fmt: skip
     chunk: int = setting(50, "Held-out pairs (anchors) per value of the interval.", _whole)
 
 

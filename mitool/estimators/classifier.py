@@ -56,6 +56,7 @@ class ClassifierSettings(EstimatorSettings):
     validation_fraction: float = _training("validation_fraction")
     eval_every: int = _training("eval_every")
     patience: int = _training("patience")
+    max_seconds: float = _training("max_seconds")
     chunk: int = _training("chunk")
     level: float = level_setting()
     device: str = _network("device")
@@ -152,7 +153,7 @@ def _train(network, fit, validation, settings: ClassifierSettings, seed: int, pr
     optimiser = torch.optim.AdamW(network.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     generator = torch.Generator().manual_seed(seed)
     (x_fit, y_fit), (x_validation, y_validation) = fit, validation
-    keep = KeepBest(network, settings.patience)
+    keep = KeepBest(network, settings.patience, max_seconds=settings.max_seconds)
     for step in range(1, settings.steps + 1):
         rows = torch.randint(len(x_fit), (min(settings.batch_size, len(x_fit)),), generator=generator)
         loss = torch.nn.functional.cross_entropy(network(x_fit[rows]), y_fit[rows])

@@ -20,6 +20,7 @@ one value.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -183,13 +184,21 @@ class MeanCritic:
 @dataclass
 class Training:
     """What :func:`train_critics` did, per run: the step of the kept critic, its validation value,
-    the steps it ran (its group's), and the step at which it diverged (None if it did not)."""
+    the steps it ran (its group's), the step at which it diverged (None if it did not), and what
+    ended its training (:data:`ENDINGS`)."""
 
     best_step: list[int]
     best_value: list[float]
     steps: list[int]
     diverged_step: list[int | None]
     diverged_value: list[float | None]
+    ended_by: list[str]
+
+
+ENDINGS = ("patience", "steps", "seconds", "diverged")
+"""What ends a run's training: ``patience`` scores without a better one (the held-out value has
+stopped rising), the most ``steps``, the time budget (``seconds``), or a training value that ran
+away. Only the first says the critic had stopped improving."""
 
 
 class _BestWeights:
@@ -225,8 +234,9 @@ class _BestWeights:
 class Schedule:
     """How long and how :func:`train_critics` trains: most ``steps``, batches of ``batch_size``,
     Adam's ``lr``, validation every ``eval_every`` steps scored in blocks of ``block`` with
-    ``chunk`` anchors per value, stopping after ``patience`` scores without improvement; a run whose
-    training value is not finite or beyond ``threshold`` nats stops there. ``weight_decay``: AdamW's
+    ``chunk`` anchors per value, stopping after ``patience`` scores without improvement, or at the
+    first score after ``max_seconds`` of training; a run whose training value is not finite or
+    beyond ``threshold`` nats stops there. ``weight_decay``: AdamW's
     decoupled decay; ``input_noise``: the standard deviation of Gaussian noise added to the training
     batches' inputs (a smoothing regulariser; validation and test rows are scored as they are)."""
 
@@ -240,6 +250,7 @@ class Schedule:
     threshold: float = bounds.DIVERGENCE_THRESHOLD
     weight_decay: float = 0.0
     input_noise: float = 0.0
+    max_seconds: float = math.inf
 
 
 Critic = Callable[["Tensor", "Tensor"], "Tensor"]
@@ -357,7 +368,7 @@ def train_critics(
 
     if base is not None:
         score(0)
-    step = 0
+    step, started, out_of_time = 0, time.perf_counter(), False
     for step in range(1, schedule.steps + 1):
         pos, neg = _batch_scores(stack, base, *_batches(fit, schedule, generators, run_index))
         loss, mi, state = values_of(pos, neg, state)
@@ -370,6 +381,7 @@ def train_critics(
                 diverged[run], diverged_value[run], active[run] = step, value, False
         if step % schedule.eval_every == 0 or step == schedule.steps:
             values = score(step)
+            out_of_time = time.perf_counter() - started > schedule.max_seconds
             if progress is not None:
                 latest = float(np.mean([v for v, a in zip(values, active, strict=True) if a] or [math.nan]))
                 progress(step, schedule.steps, latest)
@@ -380,13 +392,19 @@ def train_critics(
                 stopped_at[group] = step
                 for run in members:
                     active[run] = False
-        if len(stopped_at) == len(members_of):
+        if len(stopped_at) == len(members_of) or out_of_time:
             break
     best.load_into(stack)
     if progress is not None:
         progress(schedule.steps, schedule.steps, float(np.mean(best.value)))
-    steps = [0] * runs
+    steps, ended_by = [0] * runs, ["steps"] * runs
     for group, members in members_of.items():
         for run in members:
             steps[run] = stopped_at.get(group, step)
-    return Training(best.step, best.value, steps, diverged, diverged_value)
+            if diverged[run] is not None:
+                ended_by[run] = "diverged"
+            elif group in stopped_at:
+                ended_by[run] = "patience"
+            elif out_of_time:
+                ended_by[run] = "seconds"
+    return Training(best.step, best.value, steps, diverged, diverged_value, ended_by)

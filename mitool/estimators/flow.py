@@ -172,6 +172,7 @@ class FlowGaussianSettings(EstimatorSettings):
     validation_fraction: float = _training("validation_fraction")
     eval_every: int = _training("eval_every", 50)
     patience: int = _training("patience", 5)
+    max_seconds: float = _training("max_seconds")
     hidden: int = _network("hidden", 64)
     hidden_layers: int = _network("hidden_layers", 2)
     normalise: str = setting(
@@ -425,7 +426,7 @@ class FlowGaussian(Estimator):
         validation = tensor(validation_x), tensor(validation_y)
         copula = model.closed_form()
         start = float(model.evaluate(*validation)[0].mean())
-        keep, step = KeepBest(model.module, settings.patience, start), 0
+        keep, step = KeepBest(model.module, settings.patience, start, settings.max_seconds), 0
         generator = torch.Generator().manual_seed(seed)
         optimiser = torch.optim.Adam(model.module.parameters(), lr=settings.lr)
         for step in range(1, settings.steps + 1):

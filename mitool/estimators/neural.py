@@ -203,6 +203,7 @@ class NeuralSettings(EstimatorSettings):
     validation_fraction: float = _training("validation_fraction")
     eval_every: int = _training("eval_every")
     patience: int = _training("patience")
+    max_seconds: float = _training("max_seconds")
     hidden: int = _critic_setting("hidden", 64)
     hidden_layers: int = _critic_setting("hidden_layers", 4)
     embed_dim: int = _critic_setting("embed_dim")
@@ -397,7 +398,7 @@ class NeuralEstimator(Estimator):
         schedule = training.Schedule(
             settings.steps, settings.batch_size, settings.lr, settings.eval_every, settings.patience,
             settings.eval_block, settings.chunk, weight_decay=settings.weight_decay,
-            input_noise=settings.input_noise,
+            input_noise=settings.input_noise, max_seconds=settings.max_seconds,
         )  # fmt: skip
         evaluate = training.mi_of(self.evaluator, self.evaluation_options)
         result = training.train_critics(
@@ -545,6 +546,8 @@ class NeuralEstimator(Estimator):
             if saturating
             else ()
         )
+        details["ended_by"] = sorted({training.ended_by[i] for i in indices})
+        notes += _still_rising(training, indices, settings)
         if bounds.BOUNDS[self.evaluator].lower_bound and not settings.extrapolate_negatives:
             lowest = normal_interval(mean, stderr, 2 * settings.level - 1, degrees)[0]
             details["lower_confidence_bound"] = lowest
@@ -558,6 +561,19 @@ class NeuralEstimator(Estimator):
         if saturating:
             return result.as_lower_bound(f"{self.evaluator} cannot exceed its ceiling of {ceiling:.4f} nats")
         return result
+
+
+def _still_rising(training: Training, runs: Sequence[int], settings: NeuralSettings) -> tuple[str, ...]:
+    """A note where a run's training ended at its cap of steps or its time budget with its best
+    held-out value at the last score: the critic was still improving, so the estimate may be low."""
+    cut = [run for run in runs if training.ended_by[run] in ("steps", "seconds")
+           and training.best_step[run] > training.steps[run] - settings.eval_every]  # fmt: skip
+    if not cut:
+        return ()
+    limits = {"steps": f"its cap of {settings.steps} steps", "seconds": f"its {settings.max_seconds:g} s"}
+    limit = " or ".join(sorted({limits[training.ended_by[run]] for run in cut}))
+    return (f"training ended at {limit} while the held-out value was still rising (its best at the "
+            "last score): the estimate may be low; more steps= or max_seconds= may raise it",)  # fmt: skip
 
 
 def _interval(
