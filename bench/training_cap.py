@@ -64,36 +64,8 @@ def within(error: float, truth: float) -> bool:
     return abs(error) <= max(0.1, 0.1 * truth)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=1000)
-    parser.add_argument("--steps", type=int, default=20_000)
-    parser.add_argument("--folds", default="bmi-v1,bmi-v2,families")
-    parser.add_argument("--out", type=Path, default=Path("bench/results/training_cap_n1000.csv"))
-    arguments = parser.parse_args()
-    folds = {
-        "bmi-v1": lambda: bmi_fold("v1", arguments.pairs),
-        "bmi-v2": lambda: bmi_fold("v2", arguments.pairs),
-        "families": lambda: families_fold(arguments.pairs),
-    }
-    rows = []
-    with arguments.out.open("w", newline="") as file:
-        writer = csv.DictWriter(file, ["fold", "task", "truth", "before", "after", "steps", "seconds_before",
-                                       "seconds_after"])  # fmt: skip
-        writer.writeheader()
-        for fold in arguments.folds.split(","):
-            for name, truth, x, y in folds[fold]():
-                after, steps, seconds_after = estimate(x, y, arguments.steps)
-                before, seconds_before = after, seconds_after
-                if steps > OLD_CAP:
-                    before, _, seconds_before = estimate(x, y, OLD_CAP)
-                row = {"fold": fold, "task": name, "truth": truth, "before": before, "after": after}
-                row.update(steps=steps, seconds_before=seconds_before, seconds_after=seconds_after)
-                writer.writerow(row)
-                file.flush()
-                rows.append(row)
-                print(f"{fold:9s} {name:40s} truth {truth:6.3f} before {before:6.3f} after {after:6.3f} "
-                      f"steps {steps:5d} {seconds_after:6.1f} s", flush=True)  # fmt: skip
+def summarise(rows: list[dict]) -> None:
+    """Per fold: MAE and tasks within target before and after, tasks past 2000 steps, seconds."""
     print("\nfold       tasks  MAE before  MAE after  within before  within after  past 2000  seconds")
     for fold in dict.fromkeys(row["fold"] for row in rows):
         chosen = [row for row in rows if row["fold"] == fold]
@@ -105,6 +77,51 @@ def main() -> None:
         took = [sum(row[key] for row in chosen) for key in ("seconds_before", "seconds_after")]
         seconds = f"{took[0]:.0f} -> {took[1]:.0f}"
         print(f"{fold:9s} {len(chosen):6d} {mae} {hits} {past:10d}  {seconds}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=1000)
+    parser.add_argument("--steps", type=int, default=20_000)
+    parser.add_argument("--folds", default="bmi-v1,bmi-v2,families")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/training_cap_n1000.csv"))
+    parser.add_argument("--part", default="0/1", help="i/m: every m-th task from the i-th (to split a run)")
+    parser.add_argument("--summarise", nargs="*", type=Path, help="Only summarise these CSV files.")
+    arguments = parser.parse_args()
+    if arguments.summarise:
+        read = [row for path in arguments.summarise for row in csv.DictReader(path.open())]
+        numbers = ("truth", "before", "after", "seconds_before", "seconds_after")
+        summarise(
+            [{**row, **{key: float(row[key]) for key in numbers}, "steps": int(row["steps"])} for row in read]
+        )
+        return
+    folds = {
+        "bmi-v1": lambda: bmi_fold("v1", arguments.pairs),
+        "bmi-v2": lambda: bmi_fold("v2", arguments.pairs),
+        "families": lambda: families_fold(arguments.pairs),
+    }
+    rows = []
+    with arguments.out.open("w", newline="") as file:
+        writer = csv.DictWriter(file, ["fold", "task", "truth", "before", "after", "steps", "seconds_before",
+                                       "seconds_after"])  # fmt: skip
+        writer.writeheader()
+        part, parts = (int(value) for value in arguments.part.split("/"))
+        for fold in arguments.folds.split(","):
+            for index, (name, truth, x, y) in enumerate(folds[fold]()):
+                if index % parts != part:
+                    continue
+                after, steps, seconds_after = estimate(x, y, arguments.steps)
+                before, seconds_before = after, seconds_after
+                if steps > OLD_CAP:
+                    before, _, seconds_before = estimate(x, y, OLD_CAP)
+                row = {"fold": fold, "task": name, "truth": truth, "before": before, "after": after}
+                row.update(steps=steps, seconds_before=seconds_before, seconds_after=seconds_after)
+                writer.writerow(row)
+                file.flush()
+                rows.append(row)
+                print(f"{fold:9s} {name:40s} truth {truth:6.3f} before {before:6.3f} after {after:6.3f} "
+                      f"steps {steps:5d} {seconds_after:6.1f} s", flush=True)  # fmt: skip
+    summarise(rows)
 
 
 if __name__ == "__main__":
