@@ -322,15 +322,15 @@ def test_the_default_cross_fits_small_samples_only() -> None:
     assert "folds" not in named.interval and named.details["n_test"] < 600
 
 
-def test_the_default_trains_longer_from_large_samples_unless_told() -> None:
-    """From LARGE_SAMPLE pairs the default's InfoNCE may take twice the steps (it stops where its
-    validation value stops improving; on bmi's spirals at n = 10 000 the critics still improved at
-    2000 steps: mitool.estimators.DEFAULTS); below, and where steps are given, as before."""
+def test_the_default_trains_until_the_held_out_value_stops_rising_within_a_budget() -> None:
+    """The default's InfoNCE trains until early stopping ends it (a cap of 20 000 steps that no run
+    of bench/training_cap.py reached, and 600 s), at every n; settings given replace them."""
     from mitool.estimation import _chosen
-    from mitool.estimators import LARGE_SAMPLE
+    from mitool.estimators import LARGE_SAMPLE, SMALL_SAMPLE
 
-    def steps(n: int, **settings: object) -> int:
-        return _chosen(None, "continuous", dict(settings), [], n=n).settings.steps
+    def chosen(n: int, **settings: object):
+        return _chosen(None, "continuous", dict(settings), [], n=n).settings
 
-    assert (steps(LARGE_SAMPLE - 1), steps(LARGE_SAMPLE), steps(10 * LARGE_SAMPLE)) == (2000, 4000, 4000)
-    assert steps(LARGE_SAMPLE, steps=300) == 300
+    for n in (SMALL_SAMPLE - 1, SMALL_SAMPLE, LARGE_SAMPLE, 10 * LARGE_SAMPLE):
+        assert (chosen(n).steps, chosen(n).max_seconds) == (20_000, 600.0)
+    assert (chosen(LARGE_SAMPLE, steps=300).steps, chosen(100, max_seconds=5).max_seconds) == (300, 5.0)
