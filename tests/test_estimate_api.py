@@ -13,11 +13,12 @@ from scipy import stats
 from mitool import bounds, estimators
 from mitool.checks import ParameterError
 from mitool.critics import make_critic
+from mitool.critics.gaussian import canonical_maps
 from mitool.estimation import DivergenceError, estimate
 from mitool.estimators.base import Estimate, as_rows, normal_interval, student_interval
 from mitool.estimators.critic_training import MeanCritic, held_out_values
 from mitool.estimators.neural import check_evaluator
-from mitool.estimators.preparation import canonical_maps, fold_splits, split_pairs, standardise
+from mitool.estimators.preparation import fold_splits, split_pairs, standardise
 from mitool.tasks import CorrelatedGaussian
 
 SMALL = {"steps": 60, "hidden": 16, "batch_size": 32, "eval_every": 20}

@@ -111,7 +111,7 @@ def test_a_share_of_unrelated_pairs_is_found_and_scores_as_the_true_critic() -> 
 def test_regularised_cca_whitens_the_shrunk_covariances_and_diagonalises_the_cross_covariance() -> None:
     """canonical_maps with shrinkage s: A ((1 - s) S_xx + s diag S_xx) A' = I, the same for B, and
     A S_xy B' diagonal, its entries in decreasing order; s = 0 is plain CCA (A S_xx A' = I)."""
-    from mitool.estimators.preparation import canonical_maps
+    from mitool.critics.gaussian import canonical_maps
 
     x, y = _correlated_rows(300, 6, 4, seed=3)
     joint = np.cov(np.hstack([x, y]).T)

@@ -23,7 +23,7 @@ An estimate is made in four steps:
    ranks and 9.70 on quantiles; 5 nats 4.75 and 4.94; unchanged on the 5 x 5 maps, the Student-t
    and the spiral).
 2. Each side goes through a fixed linear map, the CCA of the prepared fit rows
-   (:func:`~mitool.estimators.preparation.canonical_maps`: whitened, turned so that the canonical
+   (:func:`~mitool.critics.gaussian.canonical_maps`: whitened, turned so that the canonical
    pairs line up, scaled to unit variance), then through a zuko flow (``flow``, ``transforms``
    autoregressive rational-quadratic splines by default) that starts at the identity; the
    theta_i start at atanh of the canonical correlations. The model starts at the Gaussian copula
@@ -103,6 +103,7 @@ import numpy as np
 
 from mitool import checks
 from mitool.critics import NetworkSettings
+from mitool.critics.gaussian import canonical_maps
 from mitool.estimators.base import (
     Estimate,
     Estimator,
@@ -113,7 +114,7 @@ from mitool.estimators.base import (
 )
 from mitool.estimators.encoding import Encoding, encode, intrinsic_dimension
 from mitool.estimators.gaussian import plugin_mi_bias
-from mitool.estimators.preparation import PREPARATIONS, Split, canonical_maps, part_sizes, split_pairs
+from mitool.estimators.preparation import PREPARATIONS, Split, part_sizes, split_pairs
 from mitool.estimators.rows import collinearity, refuse_collinear
 from mitool.estimators.stopping import KeepBest
 from mitool.lazy import lazy_import

@@ -73,7 +73,7 @@ import numpy as np
 from mitool import bounds, checks, critics
 from mitool.bounds import DEFAULT_ALPHA
 from mitool.critics import CriticSettings
-from mitool.critics.gaussian import SHRINKAGES, fit_gaussian_critics
+from mitool.critics.gaussian import SHRINKAGES, canonical_maps, fit_gaussian_critics
 from mitool.estimators.base import (
     UNCAPPED_ADVICE,
     DivergenceError,
@@ -89,7 +89,6 @@ from mitool.estimators.base import (
 from mitool.estimators.preparation import (
     PREPARATIONS,
     Split,
-    canonical_maps,
     fold_sizes,
     fold_splits,
     part_sizes,

@@ -9,7 +9,6 @@
   mapped by a function fitted on the training rows; both are increasing per coordinate, so the MI
   does not change (:data:`PREPARATIONS`). "rank" here is a value's place in sorted order, not a
   listing order (:attr:`mitool.estimators.base.Estimator.rank`) or a process's rank.
-* :func:`canonical_maps`: invertible linear maps to canonical (CCA) coordinates.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ __all__ = [
     "PREPARATIONS",
     "VALIDATION_MAX",
     "Split",
-    "canonical_maps",
     "fold_sizes",
     "fold_splits",
     "normal_scores",
@@ -157,38 +155,6 @@ def quantile_scores(train: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
             columns.append(ndtri(np.interp(array[:, j], values, levels[places])))
         scores.append(np.stack(columns, axis=1))
     return scores
-
-
-def _inverse_root(covariance: np.ndarray) -> np.ndarray:
-    values, vectors = np.linalg.eigh(covariance)
-    values = np.maximum(values, 1e-9 * max(values.max(), 1e-300))
-    return (vectors / np.sqrt(values)) @ vectors.T
-
-
-def canonical_maps(
-    x_train: np.ndarray, y_train: np.ndarray, shrinkage: float = 0.0
-) -> tuple[np.ndarray, np.ndarray]:
-    """Invertible linear maps A (dx, dx) and B (dy, dy) to canonical coordinates: x -> A x and
-    y -> B y whiten each side and turn it so that the cross-covariance of the training rows is
-    diagonal, the canonical correlations in decreasing order (CCA). With W_x = S_xx^-1/2,
-    W_y = S_yy^-1/2 and the SVD W_x S_xy W_y = U D V', A = U' W_x and B = V' W_y. Invertible maps
-    of X and of Y leave the MI unchanged; the linear dependence is then in the first coordinates.
-
-    ``shrinkage`` s in [0, 1) is regularised CCA: each side's covariance is shrunk toward its
-    diagonal, S -> (1 - s) S + s diag(S), before it is whitened. With few rows in many dimensions
-    the sample S_xx^-1 amplifies the noise of S_xy, and the canonical directions overfit the
-    training rows (a 50 x 50 Gaussian from 640 rows); shrinking trades that variance for a bias
-    toward the directions of S_xy itself (s -> 1: partial least squares). The maps stay invertible."""
-    x_centred, y_centred = x_train - x_train.mean(0), y_train - y_train.mean(0)
-    count = len(x_train) - 1
-
-    def shrunk(covariance: np.ndarray) -> np.ndarray:
-        return (1.0 - shrinkage) * covariance + shrinkage * np.diag(np.diag(covariance))
-
-    white_x = _inverse_root(shrunk(x_centred.T @ x_centred / count))
-    white_y = _inverse_root(shrunk(y_centred.T @ y_centred / count))
-    left, _, right = np.linalg.svd(white_x @ (x_centred.T @ y_centred / count) @ white_y)
-    return left.T @ white_x, right @ white_y
 
 
 PREPARATIONS: dict[str, Callable[..., list[np.ndarray]]] = {
