@@ -46,7 +46,7 @@ _per_thread = threading.local()
 def chosen_threads() -> int:
     """The thread count :func:`set_threads_to_free_cores` chose in this process (1 before it is
     called: a library caller who has not sized the threads gets one), for the work that is not
-    torch's (scipy's neighbour searches); 1 inside the workers of :func:`map_in_threads`, which
+    torch's (scipy's neighbour searches); 1 inside the workers of :func:`threads_mapping`, which
     already share the cores out."""
     return getattr(_per_thread, "threads", None) or _chosen or 1
 

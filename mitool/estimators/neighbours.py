@@ -279,8 +279,7 @@ def counts_within(points: np.ndarray, radius: np.ndarray, strict: bool = True) -
 
 
 def strict_reach(radius: np.ndarray) -> np.ndarray:
-    """Strictly within r as within the float below r, as
-    :func:`counts_within` reads it."""
+    """Strictly within r as within the float below r, as :func:`counts_within` reads it."""
     return np.maximum(np.nextafter(radius, 0.0), 0.0)
 
 
@@ -291,8 +290,7 @@ def sorted_counts(
     other values o_j satisfy |o_j - v_i| <= reach_i, by the float tests o_j - v_i > reach_i (past the
     right end) and v_i - o_j <= reach_i (inside the left end), both monotone in j. Each end starts
     at searchsorted's guess and is moved until both tests hold at it (rarely more than one step):
-    the same counts as :func:`counts_within`, on sorted values kept
-    from one call to the next."""
+    the same counts as :func:`counts_within`, on sorted values kept from one call to the next."""
     size, last = len(ordered), len(ordered) - 1
     end = np.clip(np.searchsorted(ordered, values + reach, "right"), start, size)
     while True:  # end: the first j >= start with o_j - v_i > reach_i, or n

@@ -107,7 +107,7 @@ class Draws:
         """The observed statistics (J,) and ``count`` rows of null values (count, J), every
         statistic on the same fresh draw in each row. The draws are made in order in this thread
         (the same numbers whatever the threads), a block at a time; the statistics of a block run
-        in threads where ``parallel``."""
+        in threads where ``parallel`` (one thread's mapping is a plain loop)."""
         observed = np.array([statistic(np.arange(n)) for statistic in statistics])
         null = np.empty((self.count, len(statistics)))
         threads = chosen_threads() if self.parallel else 1
@@ -119,9 +119,7 @@ class Draws:
         with threads_mapping(threads) as mapping:
             for start in range(0, self.count, block):
                 orders = [draw() for _ in range(min(block, self.count - start))]
-                null[start : start + len(orders)] = (
-                    mapping(row, orders) if self.parallel else list(map(row, orders))
-                )
+                null[start : start + len(orders)] = mapping(row, orders)
                 if self.progress is not None:
                     self.progress(start + len(orders), self.count)
         return observed, null
