@@ -187,3 +187,22 @@ def test_a_neural_estimate_labels_its_progress_values(tmp_path) -> None:
         )
     assert lines[-1].endswith("the estimate is scored on the held-out pairs")
     assert result.stdout.startswith("I(X; Y) = ")
+
+
+def test_the_quiet_time_line_of_critic_training_says_its_units_are_a_cap(monkeypatch, capsys) -> None:
+    """Critic training reports validation values against its cap of steps, which early stopping
+    rarely reaches: its line says so; a k-NN estimate's units are all done, and its line does not."""
+    from mitool.cli import common
+
+    monkeypatch.setattr(common, "LONG_RUN_SECONDS", 0.0)
+    training = common.EstimateProgress("estimate", enabled=False)
+    for done in (50, 100):
+        training(done, 20_000, 0.4)
+    subsets = common.EstimateProgress("ksg", enabled=False)
+    for done in (1, 2):
+        subsets(done, 10, float("nan"))
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("estimate: expected to take up to about ") and lines[0].endswith(
+        "; that is at the cap of steps, and early stopping usually ends training sooner)"
+    )
+    assert lines[1].startswith("ksg: expected to take up to about ") and "cap of steps" not in lines[1]

@@ -134,8 +134,10 @@ class EstimateProgress:
         elapsed = now - self.started
         expected = elapsed + seconds_per_unit * (total - done)
         if expected > LONG_RUN_SECONDS:
+            # critic training's units are its cap of steps, which early stopping rarely reaches
+            cap = "; that is at the cap of steps, and early stopping usually ends training sooner"
             log_line(f"{self.label}: expected to take up to about {expected:.0f} s ({done} of {total} units "
-                     f"done in {elapsed:.0f} s)")  # fmt: skip
+                     f"done in {elapsed:.0f} s{cap if self.validated else ''})")  # fmt: skip
 
     def close(self) -> None:
         if self.bar is not None:
