@@ -37,8 +37,12 @@ the null draws, so they are positively dependent, which the Benjamini-Hochberg p
 (Benjamini & Yekutieli 2001, positive regression dependence). Calibration, measured on 4350
 independent pairs (30 columns of 1000 rows, Gaussian, Student t with 2 degrees of freedom and
 exponential, 10 seeds, a null of 999 each): p <= 0.01, 0.05, 0.1 in 0.90%, 4.41%, 9.31% of them
-(:data:`CALIBRATION`). Pairs with a discrete column, ties, a constant column, another estimator or
-``given`` are tested by their own permutations (``null="pair"``: every pair).
+(:data:`CALIBRATION`). A numeric column with repeated values is dequantised once (its own stream),
+and each discrete column shares one null among its pairs with the numeric columns (Ross's and
+Wilks' statistics on rank scores): :mod:`mitool.independence.shared_null` says why both are exact.
+Pairs of two discrete columns, with missing values, a constant column, another estimator or
+``given`` are tested by their own permutations (``null="pair"``: every pair, as
+:func:`mitool.independence_test` tests it).
 
 **Resolution.** With B permutations the smallest permutation p is 1 / (B + 1) (0.001 by
 default). Over m pairs, the Benjamini-Hochberg q of a pair at that floor is at least m / ((B + 1) r)
@@ -88,24 +92,30 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mitool import checks
+from mitool import checks, estimators
 from mitool.estimators.base import interval_text
 from mitool.independence.features import feature_columns
 from mitool.independence.permutation_test import check_size, permutation_count, run_test
 from mitool.independence.pvalues import FDR_METHODS, FDR_NAMES, fdr_qvalues, min_p_combination
+from mitool.independence.shared_null import (
+    dequantised_columns,
+    discrete_column,
+    labelled_null_block,
+    labelled_statistics,
+    shared_null_block,
+)
 from mitool.independence.statistics import (
     TEST_DEFAULTS,
     ScoredSide,
     canonical_mi,
     digamma_table,
     ksg_statistic,
-    linear_statistic,
 )
 from mitool.independence.tails import TAIL_REACHED, TailFit, bonferroni_tails, fit_tail
 
@@ -121,9 +131,6 @@ __all__ = [
 
 NULL_BLOCK = 100
 """Permutations of the shared null per block (a task of its own, a file of its own)."""
-
-_SHARED_STREAM = 0x5AED
-"""Keeps the shared null's permutations apart from every other random stream."""
 
 CALIBRATION = {
     "setting": "30 independent columns of 1000 rows (Gaussian, Student t with 2 degrees of freedom, "
@@ -207,6 +214,8 @@ class MatrixResult:
     tail_fit: TailFit | None = None
     linear_null_values: np.ndarray = field(default_factory=lambda: np.zeros(0))
     linear: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    dequantised: tuple[str, ...] = ()
+    """The columns dequantised once so that their pairs share a null (with ``null="shared"``)."""
 
     def __repr__(self) -> str:
         return (f"MatrixResult(columns={len(self.columns)}, n_rows={self.n_rows}, "
@@ -319,6 +328,8 @@ class _Job:
     interval: Any = None
     """The fast path's estimator (KSG on rank scores), which gives the interval itself where it
     reports a bound rather than an estimate (near its ceiling)."""
+    label_k: int = 0
+    """Ross's k for a discrete column against a continuous one on a discrete column's null (0: none)."""
 
 
 Columns = Sequence[np.ndarray]
@@ -330,9 +341,10 @@ def _column(data: Columns, index: int) -> np.ndarray:
 
 
 def _pair_block(data: Columns, given: np.ndarray | None, job: _Job, pairs: np.ndarray,
-                fast: np.ndarray, shared: np.ndarray) -> dict[str, Any]:  # fmt: skip
-    """The pairs of one block: statistic, interval, p-value (NaN where the shared null gives it) and
-    the notes (each once)."""
+                fast: np.ndarray, shared: np.ndarray, labelled: np.ndarray) -> dict[str, Any]:  # fmt: skip
+    """The pairs of one block: statistic, interval, p-value (NaN where a shared null gives it) and
+    the notes (each once). ``labelled``: for each pair on a discrete column's null, that column
+    (-1 elsewhere)."""
     count = len(pairs)
     out = {name: np.full(count, np.nan) for name in ("statistic", "ci_low", "ci_high", "pvalue", "linear")}
     notes: list[str] = []
@@ -340,6 +352,19 @@ def _pair_block(data: Columns, given: np.ndarray | None, job: _Job, pairs: np.nd
     waiting: list[tuple[int, int, int, int]] = []  # fast pairs whose interval is made in batches
     for row, (a, b) in enumerate(pairs.tolist()):
         seed = pair_seed(job.seed, a, b)
+        if labelled[row] >= 0:  # Ross's and the linear statistic; the p-value from the column's null
+            other = b if labelled[row] == a else a
+            if other not in sides:
+                sides[other] = ScoredSide.of(_column(data, other)[:, None], "rank")
+            codes = _codes(_column(data, int(labelled[row])))
+            statistic, out["linear"][row] = labelled_statistics(sides[other].scores, codes, job.label_k)(
+                np.arange(job.n)
+            )
+            ross = estimators.get("ross", k=job.label_k, subsets=job.subsets, level=job.level)
+            estimate = ross.estimate(sides[other].scores, codes[:, None], seed=seed)
+            out["ci_low"][row], out["ci_high"][row] = estimate.ci_low, estimate.ci_high
+            out["statistic"][row] = statistic
+            continue
         if fast[row] and shared[row]:  # the statistic alone; the p-value from the shared null
             for index in (a, b):
                 if index not in sides:
@@ -481,23 +506,19 @@ def _small_ksg(x: np.ndarray, y: np.ndarray, ks: Sequence[int]) -> np.ndarray:
     return np.array([float(np.mean(values[row])) for row in range(m)])
 
 
-def shared_null_block(n: int, ks: Sequence[int], seed: int, block: int, count: int) -> np.ndarray:
-    """(count, 2): ``count`` rows of the shared null, KSG (k .. k_max of ``ks``) and the linear
-    statistic (:func:`mitool.independence.linear_statistic`) on rank scores of the ranks 0 .. n - 1
-    against themselves permuted, the permutations from the stream (seed, block)."""
-    reference = np.arange(n, dtype=np.float64)[:, None]
-    side = ScoredSide.of(reference, "rank")
-    statistic, linear = ksg_statistic(side, side, ks[0], ks[-1]), linear_statistic(reference, reference)
-    rng = np.random.default_rng([seed, _SHARED_STREAM, block])
-    rows = np.empty((count, 2))
-    for row in range(count):
-        order = rng.permutation(n)
-        rows[row] = statistic(order), linear(order)
-    return rows
-
-
 def _null_task(data: Columns, given: np.ndarray | None, job: _Job, block: int, count: int) -> np.ndarray:
     return shared_null_block(job.n, job.ks, job.seed, block, count)
+
+
+def _labelled_null_task(data: Columns, given: np.ndarray | None, job: _Job, column: int, block: int,
+                        count: int) -> np.ndarray:  # fmt: skip
+    return labelled_null_block(_codes(data[column]), job.label_k, job.seed, column, block, count)
+
+
+def _codes(column: np.ndarray) -> np.ndarray:
+    from mitool.estimators.rows import category_codes
+
+    return category_codes(column[:, None])
 
 
 # --- where the blocks run ---------------------------------------------------------------------------
@@ -811,6 +832,52 @@ def _fast_job(table: Columns, candidates: np.ndarray, estimator: str | None, per
                 chosen.settings.level, chosen.minimum_pairs(1, 1), chosen)  # fmt: skip
 
 
+def _labelled_pairs(
+    table: Columns, pairs: np.ndarray, ranked: np.ndarray, job: _Job, allowed: bool
+) -> np.ndarray:
+    """For each pair of a discrete column and a continuous one without ties (on the fast path's
+    rank scores), the discrete column; -1 for the others."""
+    labelled = np.full(len(pairs), -1, dtype=np.intp)
+    if not allowed or not job.ks:
+        return labelled
+    discrete = np.array([discrete_column(column) for column in table])
+    for row, (a, b) in enumerate(pairs.tolist()):
+        if discrete[a] and ranked[b]:
+            labelled[row] = a
+        elif discrete[b] and ranked[a]:
+            labelled[row] = b
+    return labelled
+
+
+def _label_k(table: Columns, labelled: np.ndarray, pairs: np.ndarray, estimator: str | None, seed: int,
+             settings: dict[str, Any]) -> int:  # fmt: skip
+    """Ross's k as the test takes it for a discrete column against a continuous one, or 0 where its
+    statistic is another (an estimator named)."""
+    from mitool.estimation import prepare
+
+    row = int(np.flatnonzero(labelled >= 0)[0])
+    a, b = (int(index) for index in pairs[row])
+    options = {"estimator": estimator, "seed": seed, **settings}
+    prepared = prepare(table[a], table[b], defaults=TEST_DEFAULTS, **options)
+    chosen = prepared.estimator
+    if chosen is None or chosen.name != "ross":
+        return 0
+    check_size(chosen, prepared)
+    return int(chosen.settings.k)
+
+
+def _dequantised_notes(names: tuple[str, ...], moved: list[int]) -> list[str]:
+    if not moved:
+        return []
+    listed = ", ".join(names[index] for index in moved[:8]) + (", ..." if len(moved) > 8 else "")
+    return [
+        f"{len(moved)} column(s) with repeated values ({listed}) were dequantised once each (uniform noise "
+        "within their resolution, which leaves the MI unchanged; mitool.ties) so that their pairs share a "
+        "null; point masses then blur the k-NN statistics (mitool estimate takes their chain rule), and "
+        "null='pair' (--null pair) tests each pair as mitool test does"
+    ]
+
+
 PAIR_BYTES = 150
 """Memory a pair of columns takes while a matrix is made (its indices, flags, five results and
 their q-value), beside the (p x p) matrices of the result, for :func:`_refuse_too_many_pairs`."""
@@ -876,8 +943,10 @@ def mi_matrix(
     columns : sequence of str, optional
         The columns' names (default: a DataFrame's, else x0, x1, ...).
     null : "shared" or "pair"
-        The shared null for the pairs of tie-free numeric columns (default), or every pair its own
-        permutations (p-values equal to independence_test's with the pair's seed; B per pair).
+        The shared nulls (default): one for the pairs of numeric columns (those with repeated
+        values dequantised once: ``.dequantised``), one per discrete column for its pairs with
+        them; or every pair its own permutations (p-values equal to independence_test's with the
+        pair's seed; B per pair).
     tail : "gpd" or "none"
         For the pairs on the shared null that fewer than 10 null values reach: "gpd" (default), the
         p-value of a generalized Pareto tail fitted once to the shared null
@@ -924,6 +993,9 @@ def mi_matrix(
         checks.whole_number("workers", workers, 1)
     _refuse_too_many_pairs(width)
     pairs = np.column_stack(np.triu_indices(width, 1)).astype(np.intp)  # (a, b), a < b, row by row
+    fingerprint, moved = _fingerprint(table), []
+    if given_rows is None and null == "shared":  # ties broken within their resolution: no ties left
+        table, moved = dequantised_columns(table, seed)
     ranked = np.array([_rank_column(column) for column in table])
     fast = ranked[pairs[:, 0]] & ranked[pairs[:, 1]] if given_rows is None else np.zeros(len(pairs), bool)
     job = None
@@ -933,22 +1005,35 @@ def mi_matrix(
         fast[:] = False
         job = _Job(estimator, count, seed, dict(settings), n)
     shared = fast & (null == "shared")
-    null_blocks = [(block, min(NULL_BLOCK, count - block * NULL_BLOCK))
-                   for block in range(math.ceil(count / NULL_BLOCK))] if shared.any() else []  # fmt: skip
+    labelled = _labelled_pairs(table, pairs, ranked, job, given_rows is None and null == "shared")
+    if (labelled >= 0).any():
+        job = replace(job, label_k=_label_k(table, labelled, pairs, estimator, seed, settings))
+        if not job.label_k:
+            labelled[:] = -1
+    if not shared.any() and not (labelled >= 0).any() and moved:  # no pair shares a null: the data as given
+        table, moved = _columns_of(data, columns)[0], []
+    discrete_nulls = sorted({int(column) for column in labelled[labelled >= 0]})
+    every_block = [
+        (block, min(NULL_BLOCK, count - block * NULL_BLOCK)) for block in range(math.ceil(count / NULL_BLOCK))
+    ]
+    null_blocks = every_block if shared.any() else []
     size = block_size(len(pairs))
     blocks = [slice(begin, min(begin + size, len(pairs))) for begin in range(0, len(pairs), size)]
     config = {
-        "kind": "mitool matrix", "version": 2, "data": _fingerprint(table), "given": _fingerprint(given_rows),
+        "kind": "mitool matrix", "version": 3, "data": fingerprint, "given": _fingerprint(given_rows),
         "columns": list(names), "estimator": estimator, "permutations": count, "seed": seed, "null": null,
         "settings": {key: repr(value) for key, value in sorted(settings.items())}, "block_pairs": size,
     }  # fmt: skip
     tasks: list[Task] = [
         (f"null-{block:05d}", _null_task, (job, block, number)) for block, number in null_blocks
     ]
-    tasks += [(f"pairs-{index:05d}", _pair_block, (job, pairs[part], fast[part], shared[part]))
+    tasks += [(f"labels{column}-{block:05d}", _labelled_null_task, (job, column, block, number))
+              for column in discrete_nulls for block, number in every_block]  # fmt: skip
+    flags = (fast, shared, labelled)
+    tasks += [(f"pairs-{index:05d}", _pair_block, (job, pairs[part], *(flag[part] for flag in flags)))
               for index, part in enumerate(blocks)]  # fmt: skip
     units = {
-        key: (arguments[2] if key.startswith("null") else len(arguments[1])) for key, _, arguments in tasks
+        key: (len(arguments[1]) if key.startswith("pairs") else arguments[-1]) for key, _, arguments in tasks
     }
     total, results, reused = sum(units.values()), {}, 0
     with _folder(out, config) as folder:
@@ -956,11 +1041,9 @@ def mi_matrix(
         def path_of(key: str) -> Path:
             assert folder is not None
             kind, number = key.split("-")
-            return (
-                folder
-                / ("null" if kind == "null" else "pairs")
-                / f"block-{number}.{'npy' if kind == 'null' else 'npz'}"
-            )
+            if kind == "pairs":
+                return folder / "pairs" / f"block-{number}.npz"
+            return folder / "null" / f"{'' if kind == 'null' else kind + '-'}block-{number}.npy"
 
         if folder is not None:
             for key, _, _ in tasks:
@@ -989,8 +1072,11 @@ def mi_matrix(
                 _run_serial(pending, table, given_rows, done)
             else:
                 _run_processes(pending, table, given_rows, done, parallel)
+    notes = [*permutation_notes, *_dequantised_notes(names, moved)]
     return _assemble(names, n, pairs, blocks, fast, shared, null_blocks, results, job, null, reused,
-                     [*permutation_notes], time.perf_counter() - start, tail, fdr)  # fmt: skip
+                     notes, time.perf_counter() - start, tail, fdr, labelled=labelled,
+                     discrete_nulls=discrete_nulls,
+                     dequantised=tuple(names[index] for index in moved))  # fmt: skip
 
 
 def _free_cores() -> int:
@@ -1001,8 +1087,9 @@ def _free_cores() -> int:
 
 def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[slice], fast: np.ndarray,
               shared: np.ndarray, null_blocks: list, results: dict[str, Any], job: _Job, null: str,
-              reused: int, notes: list[str], seconds: float, tail: str = "none",
-              fdr: str = "bh") -> MatrixResult:  # fmt: skip
+              reused: int, notes: list[str], seconds: float, tail: str = "none", fdr: str = "bh", *,
+              labelled: np.ndarray, discrete_nulls: list[int],
+              dequantised: tuple[str, ...]) -> MatrixResult:  # fmt: skip
     width = len(names)
     per_pair = {name: np.concatenate([results[f"pairs-{index:05d}"][name] for index in range(len(blocks))])
                 for name in ("statistic", "ci_low", "ci_high", "pvalue", "linear")}  # fmt: skip
@@ -1013,6 +1100,13 @@ def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[sl
         observed = np.column_stack([per_pair["statistic"][shared], per_pair["linear"][shared]])
         per_pair["pvalue"][shared] = min_p_combination(observed, null_rows)[0]
         reached[shared] = np.round(per_pair["pvalue"][shared] * (len(null_rows) + 1)).astype(np.intp) - 1
+    for column in discrete_nulls:  # each discrete column's pairs against its own null
+        rows = labelled == column
+        column_null = np.concatenate(
+            [results[key] for key in sorted(results) if key.startswith(f"labels{column}-")]
+        )
+        observed = np.column_stack([per_pair["statistic"][rows], per_pair["linear"][rows]])
+        per_pair["pvalue"][rows] = min_p_combination(observed, column_null)[0]
     tailed, fitted, unfitted = _tail_pvalues(per_pair, shared, null_rows, tail, reached)
     linear = per_pair.pop("linear")
     null_values = null_rows[:, 0]
@@ -1024,13 +1118,14 @@ def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[sl
         matrix[pairs[:, 1], pairs[:, 0]] = values
         matrices[name] = matrix
     shared_matrix, tail_matrix = np.zeros((width, width), dtype=bool), np.zeros((width, width), dtype=bool)
-    shared_matrix[pairs[:, 0], pairs[:, 1]] = shared
-    shared_matrix[pairs[:, 1], pairs[:, 0]] = shared
+    shared_matrix[pairs[:, 0], pairs[:, 1]] = shared | (labelled >= 0)
+    shared_matrix[pairs[:, 1], pairs[:, 0]] = shared | (labelled >= 0)
     tail_matrix[pairs[:, 0], pairs[:, 1]] = tailed
     tail_matrix[pairs[:, 1], pairs[:, 0]] = tailed
     for index in range(len(blocks)):
         notes.extend(note for note in results[f"pairs-{index:05d}"]["notes"] if note not in notes)
-    scheme = "shared" if shared.all() else "pair" if not shared.any() else "mixed"
+    on_shared = shared | (labelled >= 0)
+    scheme = "shared" if on_shared.all() else "pair" if not on_shared.any() else "mixed"
     count = job.permutations
     notes.extend(_tail_notes(names, pairs, tailed, unfitted, count))
     notes.extend(_resolution_notes(per_pair["pvalue"], per_pair["qvalue"], count, ~tailed))
@@ -1043,8 +1138,15 @@ def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[sl
         method += (f" {int(shared.sum())} pair(s) of tie-free numeric columns share one null: KSG (k = "
                    f"{job.ks[0]}) and the linear statistic on rank scores are distribution-free under "
                    f"independence, so {count} permutations of the ranks serve them all, and each pair's p "
-                   "is the min-p combination of the two against them; the others have their own "
-                   f"{count} permutations each.")  # fmt: skip
+                   "is the min-p combination of the two against them.")  # fmt: skip
+    if discrete_nulls:
+        method += (f" {int((labelled >= 0).sum())} pair(s) of a discrete column and a tie-free numeric one "
+                   f"share their discrete column's null ({len(discrete_nulls)} null(s)): Ross's statistic "
+                   f"(k = {job.label_k}) and Wilks' linear statistic on the numeric column's rank scores see "
+                   f"it only through its ranks, so {count} permutations of the discrete column's classes "
+                   "serve all of its pairs.")  # fmt: skip
+    if not on_shared.all():
+        method += f" The other pairs have their own {count} permutations each."
     if fitted is not None:
         method += (f" {int(tailed.sum())} of them, which fewer than {TAIL_REACHED} null values reach, have "
                    f"the p-value of the {fitted.describe()}: p = (N_exc / B) (1 - F(observed - threshold)) "
@@ -1056,7 +1158,7 @@ def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[sl
         permutations=count, null=scheme, method=method, notes=tuple(notes), n_rows=n, seconds=seconds,
         reused_blocks=reused, shared_pairs=shared_matrix, null_values=null_values, tail=tail,
         tail_pairs=tail_matrix, tail_fit=fitted, linear_null_values=null_rows[:, 1],
-        linear=_symmetric(linear, pairs, width),
+        linear=_symmetric(linear, pairs, width), dequantised=dequantised,
     )  # fmt: skip
 
 

@@ -109,3 +109,19 @@ def test_coincident_counts_are_the_counts_at_distance_zero() -> None:
 
     points = np.random.default_rng(4).integers(0, 3, size=(500, 2)).astype(float)
     assert np.array_equal(coincident_counts(points), counts_within(points, np.zeros(500), strict=False))
+
+
+@pytest.mark.parametrize("n, ks", [(6, [3, 5, 6]), (400, [1, 20]), (2000, [7])])
+def test_on_a_line_the_windows_of_sorted_points_give_the_trees_distances(n: int, ks: list[int]) -> None:
+    """One coordinate: the k-th distance is the narrowest window of k + 1 consecutive sorted points
+    around the point, to the bit the tree's (with ties, heavy tails, and k = n - 1 or more, where
+    the tree's missing neighbours are infinitely far)."""
+    from scipy.spatial import cKDTree
+
+    from mitool.estimators import neighbours
+
+    rng = np.random.default_rng(n)
+    for values in (rng.normal(size=n), np.round(rng.standard_t(1, size=n), 1)):
+        tree = cKDTree(values[:, None]).query(values[:, None], k=[k + 1 for k in ks], p=np.inf)[0]
+        found = neighbours.kth_neighbour_distances(values[:, None], ks)
+        assert np.array_equal(found, tree.reshape(n, len(ks)))

@@ -17,7 +17,10 @@ from mitool import estimators
 from mitool.checks import ParameterError
 from mitool.cli.main import main
 from mitool.estimators.ksg import ksg
+from mitool.estimators.preparation import normal_scores
+from mitool.estimators.ross import ross_mi
 from mitool.independence import min_p_combination
+from mitool.independence.shared_null import dequantised_columns, labelled_null_block, labelled_statistics
 from mitool.matrix import NULL_BLOCK, MatrixResult, _small_ksg, mi_matrix, pair_seed, shared_null_block
 
 PERMUTATIONS = 199
@@ -94,16 +97,64 @@ def test_each_pair_is_what_independence_test_and_the_estimator_give_alone(
 
 def test_with_its_own_permutations_each_pair_has_independence_tests_p_value(data: np.ndarray) -> None:
     table = data.copy()
-    table[:, 4] = np.round(table[:, 4])  # a discrete column: its pairs are never on the shared null
+    table[7, 4] = np.nan  # a column with a missing value: its pairs keep their own rows and permutations
     own = mi_matrix(table[:, :5], permutations=49, null="pair", workers=1, seed=3)
     shared = mi_matrix(table[:, :5], permutations=49, workers=1, seed=3)
     assert own.null == "pair" and shared.null == "mixed" and not shared.shared_pairs[0, 4]
     for a, b in upper_pairs(5):
-        alone = mitool.independence_test(table[:, a], table[:, b], permutations=49, seed=pair_seed(3, a, b))
+        keep = ~np.isnan(table[:, a]) & ~np.isnan(table[:, b])
+        alone = mitool.independence_test(
+            table[keep, a], table[keep, b], permutations=49, seed=pair_seed(3, a, b)
+        )
         assert own.statistic[a, b] == alone.statistic and own.pvalue[a, b] == alone.pvalue
         assert shared.statistic[a, b] == alone.statistic
         if b == 4:
             assert shared.pvalue[a, b] == alone.pvalue
+
+
+def test_a_discrete_columns_pairs_share_its_own_null(data: np.ndarray) -> None:
+    """Ross's and Wilks' statistics on the numeric column's rank scores, against one null per
+    discrete column (the permutations of its classes), recomputed here from the public pieces."""
+    table = data[:, :4].astype(object)
+    labels = np.where(data[:, 0] + 0.5 * data[:, 5] > 0, "high", "low")  # depends on column 0
+    table = np.column_stack([table, labels, np.round(data[:, 5])])  # labels, and whole numbers
+    result = mi_matrix(table, permutations=PERMUTATIONS, workers=1, seed=2)
+    assert result.shared_pairs[0, 4] and result.shared_pairs[3, 5] and not result.shared_pairs[4, 5]
+    assert result.pvalue[0, 4] == pytest.approx(1 / (PERMUTATIONS + 1))  # the dependent pair
+    assert result.pvalue[2, 4] > 0.05
+    k = 20
+    for discrete in (4, 5):
+        codes = np.unique(table[:, discrete].astype(str) if discrete == 4 else table[:, discrete],
+                          return_inverse=True)[1]  # fmt: skip
+        sizes = [min(NULL_BLOCK, PERMUTATIONS - block * NULL_BLOCK) for block in range(2)]
+        blocks = [labelled_null_block(codes, k, 2, discrete, block, size) for block, size in enumerate(sizes)]
+        null_rows = np.concatenate(blocks)
+        for other in range(4):
+            scores = normal_scores(data[:, other, None])[0]
+            observed = labelled_statistics(scores, codes, k)(np.arange(300))
+            assert result.statistic[other, discrete] == pytest.approx(
+                ross_mi(scores, codes[:, None], k=k), abs=1e-12
+            )
+            assert result.pvalue[other, discrete] == min_p_combination(np.array(observed), null_rows)[0]
+        assert (
+            result.ci_low[discrete - 1, discrete]
+            < result.statistic[discrete - 1, discrete]
+            < result.ci_high[discrete - 1, discrete]
+        )
+
+
+def test_a_column_with_repeated_values_is_dequantised_once_onto_the_shared_null(data: np.ndarray) -> None:
+    table = data[:, :4].copy()
+    table[:, 1] = np.round(table[:, 1], 1)  # finite precision: ties, not discrete
+    result = mi_matrix(table, permutations=49, workers=1, seed=5)
+    assert result.dequantised == ("x1",) and result.null == "shared"
+    assert any("dequantised once" in note for note in result.notes)
+    moved = dequantised_columns(list(table.T), 5)[0][1]
+    assert len(np.unique(moved)) == 300  # no ties left, and the recorded order kept: ties broken only
+    assert np.all(np.diff(table[np.argsort(moved), 1]) >= 0)
+    alone = mitool.independence_test(table[:, 0], moved, permutations=49, seed=pair_seed(5, 0, 1))
+    assert result.statistic[0, 1] == pytest.approx(alone.statistic, abs=1e-12)
+    assert mi_matrix(table, permutations=49, workers=1, seed=5, null="pair").dequantised == ()
 
 
 def test_the_subsets_of_the_interval_are_ksgs_own_numbers() -> None:

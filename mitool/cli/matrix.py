@@ -27,13 +27,14 @@ __all__ = ["matrix_command"]
 )  # fmt: skip
 @click.option(
     "--permutations", type=int, default=None,
-    help="Permutations B: of the one null shared by the pairs of tie-free numeric columns, or of each other "
-    "pair; p >= 1 / (B + 1) [default: 999].",
+    help="Permutations B: of each shared null (numeric columns; each discrete column against them), or of "
+    "each other pair; p >= 1 / (B + 1) [default: 999].",
 )  # fmt: skip
 @click.option(
     "--null", "null", type=click.Choice(["shared", "pair"]), default="shared", show_default=True,
     help="shared: KSG on rank scores is distribution-free under independence, so one set of permutations "
-    "serves every pair of tie-free numeric columns; pair: every pair its own (B per pair: slow).",
+    "serves every pair of numeric columns (repeated values dequantised once), and one per discrete column "
+    "its pairs with them (Ross's statistic); pair: every pair its own, as mitool test (B per pair: slow).",
 )  # fmt: skip
 @click.option(
     "--tail", type=click.Choice(["gpd", "none"]), default="gpd", show_default=True,
