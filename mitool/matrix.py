@@ -117,7 +117,7 @@ from mitool.independence.statistics import (
     digamma_table,
     ksg_statistic,
 )
-from mitool.independence.tails import TAIL_REACHED, TailFit, bonferroni_tails, fit_tail
+from mitool.independence.tails import TAIL_FLOOR, TAIL_REACHED, TailFit, bonferroni_tails, fit_tail
 
 __all__ = [
     "CALIBRATION",
@@ -128,6 +128,10 @@ __all__ = [
     "pair_seed",
     "shared_null_block",
 ]
+
+COMBINED_FLOOR = 2 * TAIL_FLOOR
+"""The least tail p-value of a pair: Bonferroni over its two statistics' tails, each at least
+:data:`mitool.independence.tails.TAIL_FLOOR`; printed as "<2e-12" (the tails say only "below")."""
 
 NULL_BLOCK = 100
 """Permutations of the shared null per block (a task of its own, a file of its own)."""
@@ -304,7 +308,8 @@ class MatrixResult:
             lines.append(f"{'pair':<{width}}  {'MI (nats)':>9}  {'interval':>17}  {'p':>7}  {'q':>7}")
             for a, b, mi, low, high, p, q in best:
                 interval = interval_text(low, high)
-                lines.append(f"{a + ' ~ ' + b:<{width}}  {mi:>9.4f}  {interval:>17}  {p:>7.3g}  {q:>7.3g}")
+                shown = f"<{COMBINED_FLOOR:.0e}" if p <= COMBINED_FLOOR else f"{p:.3g}"
+                lines.append(f"{a + ' ~ ' + b:<{width}}  {mi:>9.4f}  {interval:>17}  {shown:>7}  {q:>7.3g}")
         return "\n".join(lines)
 
 
@@ -1127,7 +1132,7 @@ def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[sl
     on_shared = shared | (labelled >= 0)
     scheme = "shared" if on_shared.all() else "pair" if not on_shared.any() else "mixed"
     count = job.permutations
-    notes.extend(_tail_notes(names, pairs, tailed, unfitted, count))
+    notes.extend(_tail_notes(names, pairs, tailed, unfitted, count, per_pair["pvalue"]))
     notes.extend(_resolution_notes(per_pair["pvalue"], per_pair["qvalue"], count, ~tailed))
     method = (f"Each pair of columns a < b by independence_test (column a as X, b as Y; the pair's seed "
               f"pair_seed(seed, a, b)); p = (1 + #{{null >= observed}}) / (1 + {count}) (for a KSG or Ross "
@@ -1193,7 +1198,7 @@ def _tail_pvalues(per_pair: dict[str, np.ndarray], shared: np.ndarray, null_rows
 
 
 def _tail_notes(names: tuple[str, ...], pairs: np.ndarray, tailed: np.ndarray, unfitted: np.ndarray,
-                count: int) -> list[str]:  # fmt: skip
+                count: int, pvalues: np.ndarray) -> list[str]:  # fmt: skip
     """Which pairs have a tail p-value (``tail_pairs`` holds them all), or why none has."""
     notes = []
     if tailed.any():
@@ -1202,6 +1207,10 @@ def _tail_notes(names: tuple[str, ...], pairs: np.ndarray, tailed: np.ndarray, u
         more = f" and {len(rows) - 10} more" if len(rows) > 10 else ""
         notes.append(f"{len(rows)} pair(s) have a generalized Pareto tail p-value, estimated beyond the "
                      f"{count} permutations: {named}{more}")  # fmt: skip
+        floored = int(np.count_nonzero(pvalues[tailed] <= COMBINED_FLOOR))
+        if floored:
+            notes.append(f"{floored} of them at the tails' floor, p = {COMBINED_FLOOR:.0e}: the tail "
+                         "says only that p is below it")  # fmt: skip
     if unfitted.any():
         notes.append(f"{int(unfitted.sum())} pair(s) are reached by fewer than {TAIL_REACHED} of the {count} "
                      "null values, but no generalized Pareto tail fitted the shared null (it needs 397 "

@@ -201,3 +201,22 @@ def test_the_pearson_tail_equals_scipys() -> None:
     np.testing.assert_allclose(
         pearson3_sf(standard, skew), stats.pearson3.sf(standard, skew), rtol=1e-9, atol=1e-12
     )
+
+
+def test_a_tail_p_value_stops_at_its_floor_and_says_below() -> None:
+    """Far past the null, the exponential tail's survival underflows; the p-value stays at
+    TAIL_FLOOR, and the matrix prints it as a bound ('<2e-12', Bonferroni over two statistics)."""
+    from mitool.independence.tails import TAIL_FLOOR
+    from mitool.matrix import COMBINED_FLOOR
+
+    null = np.random.default_rng(4).exponential(size=999)
+    p, method = tail_pvalue(1000.0, null)
+    assert method == "gpd" and p == TAIL_FLOOR
+    p_near, _ = tail_pvalue(12.0, null)  # exp(-12) / 4 ~ 1.5e-6 of a unit exponential: above the floor
+    assert TAIL_FLOOR < p_near < 1e-4
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=2000)
+    data = np.column_stack([x, x + 0.01 * rng.normal(size=2000), rng.normal(size=2000)])
+    result = mi_matrix(data, permutations=999, workers=1, seed=0)
+    assert result.pvalue[0, 1] == COMBINED_FLOOR and "<2e-12" in str(result)
+    assert any("floor" in note for note in result.notes)
