@@ -268,10 +268,18 @@ def test_a_two_worker_dask_cluster_gives_the_local_numbers(data: np.ndarray, res
 
 
 def test_the_docstring_examples_run() -> None:
+    import importlib
+    import pkgutil
+
     import mitool.matrix
 
-    failed, attempted = doctest.testmod(mitool.matrix, optionflags=doctest.ELLIPSIS)[:2]
-    assert attempted > 0 and failed == 0
+    modules = [mitool.matrix] + [importlib.import_module(f"mitool.matrix.{info.name}")
+                                 for info in pkgutil.iter_modules(mitool.matrix.__path__)]  # fmt: skip
+    attempted = {}
+    for module in modules:  # the package's own docstrings (mi_matrix) and its modules' (pair_seed)
+        failed, attempted[module.__name__] = doctest.testmod(module, optionflags=doctest.ELLIPSIS)[:2]
+        assert failed == 0, module.__name__
+    assert attempted["mitool.matrix"] > 0 and attempted["mitool.matrix.blocks"] > 0
 
 
 def test_a_missing_value_leaves_its_row_out_of_its_pairs_only() -> None:
