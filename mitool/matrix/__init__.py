@@ -116,7 +116,7 @@ from mitool.matrix.columns import (
     _dequantised_notes,
     _fast_job,
     _given_rows,
-    _label_k,
+    _labelled_estimator,
     _labelled_pairs,
     _rank_column,
     _refuse_too_many_pairs,
@@ -266,8 +266,8 @@ def mi_matrix(
     shared = fast & (null == "shared")
     labelled = _labelled_pairs(table, pairs, ranked, job, given_rows is None and null == "shared")
     if (labelled >= 0).any():
-        job = replace(job, label_k=_label_k(table, labelled, pairs, estimator, seed, settings))
-        if not job.label_k:
+        job = replace(job, labelled=_labelled_estimator(table, labelled, pairs, estimator, seed, settings))
+        if job.labelled is None:
             labelled[:] = -1
     if not shared.any() and not (labelled >= 0).any() and moved:  # no pair shares a null: the data as given
         table, moved = _columns_of(data, columns)[0], []

@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from mitool import estimators
 from mitool.independence.permutation_test import run_test
 from mitool.independence.shared_null import labelled_null_block, labelled_statistics, shared_null_block
 from mitool.independence.statistics import ScoredSide, canonical_mi, digamma_table, ksg_statistic
@@ -61,7 +60,14 @@ class Job:
     interval: Any = None
     """The fast path's estimator (KSG on rank scores), which gives the interval itself where it
     reports a bound rather than an estimate (near its ceiling)."""
-    label_k: int = 0
+    labelled: Any = None
+    """Ross's estimator as the test takes it for a discrete column against a numeric one, for the
+    pairs on a discrete column's null (None: no such pair)."""
+
+    @property
+    def label_k(self) -> int:
+        return int(self.labelled.settings.k) if self.labelled is not None else 0
+
     """Ross's k for a discrete column against a continuous one on a discrete column's null (0: none)."""
 
 
@@ -93,8 +99,7 @@ def _pair_block(data: Columns, given: np.ndarray | None, job: Job, pairs: np.nda
             statistic, out["linear"][row] = labelled_statistics(sides[other].scores, codes, job.label_k)(
                 np.arange(job.n)
             )
-            ross = estimators.get("ross", k=job.label_k, subsets=job.subsets, level=job.level)
-            estimate = ross.estimate(sides[other].scores, codes[:, None], seed=seed)
+            estimate = job.labelled.estimate(sides[other].scores, codes[:, None], seed=seed)
             out["ci_low"][row], out["ci_high"][row] = estimate.ci_low, estimate.ci_high
             out["statistic"][row] = statistic
             continue

@@ -118,10 +118,10 @@ def _labelled_pairs(
     return labelled
 
 
-def _label_k(table: Columns, labelled: np.ndarray, pairs: np.ndarray, estimator: str | None, seed: int,
-             settings: dict[str, Any]) -> int:  # fmt: skip
-    """Ross's k as the test takes it for a discrete column against a continuous one, or 0 where its
-    statistic is another (an estimator named)."""
+def _labelled_estimator(table: Columns, labelled: np.ndarray, pairs: np.ndarray, estimator: str | None,
+                        seed: int, settings: dict[str, Any]) -> Any:  # fmt: skip
+    """Ross's estimator as the test takes it for a discrete column against a numeric one, or None
+    where its statistic is another (an estimator named)."""
     from mitool.estimation import prepare
 
     row = int(np.flatnonzero(labelled >= 0)[0])
@@ -130,9 +130,9 @@ def _label_k(table: Columns, labelled: np.ndarray, pairs: np.ndarray, estimator:
     prepared = prepare(table[a], table[b], defaults=TEST_DEFAULTS, **options)
     chosen = prepared.estimator
     if chosen is None or chosen.name != "ross":
-        return 0
+        return None
     check_size(chosen, prepared)
-    return int(chosen.settings.k)
+    return chosen
 
 
 def _dequantised_notes(names: tuple[str, ...], moved: list[int]) -> list[str]:
