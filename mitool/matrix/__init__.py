@@ -102,6 +102,7 @@ from mitool.independence.shared_null import dequantised_columns
 from mitool.matrix.assemble import _assemble
 from mitool.matrix.blocks import (
     NULL_BLOCK,
+    Columns,
     Job,
     _labelled_null_task,
     _null_task,
@@ -294,6 +295,21 @@ def mi_matrix(
     units = {
         key: (len(arguments[1]) if key.startswith("pairs") else arguments[-1]) for key, _, arguments in tasks
     }
+    results, reused = _run_blocks(tasks, units, table, given_rows, config, out=out, progress=progress,
+                                  client=client, workers=workers)  # fmt: skip
+    notes = [*permutation_notes, *_dequantised_notes(names, moved)]
+    return _assemble(names, n, pairs, blocks, fast, shared, null_blocks, results, job, null, reused,
+                     notes, time.perf_counter() - start, tail, fdr, labelled=labelled,
+                     discrete_nulls=discrete_nulls,
+                     dequantised=tuple(names[index] for index in moved))  # fmt: skip
+
+
+def _run_blocks(tasks: list[Task], units: dict[str, int], table: Columns, given_rows: np.ndarray | None,
+                config: dict[str, Any], *, out: str | Path | None, client: Any, workers: int | None,
+                progress: Callable[[int, int], None] | None) -> tuple[dict[str, Any], int]:  # fmt: skip
+    """Every block's result by its key, and how many were read back from ``out``: the finished
+    blocks kept there read first, the rest computed (on a Dask cluster, in worker processes or in
+    this one), each saved as it finishes, ``progress`` told in work units."""
     total, results, reused = sum(units.values()), {}, 0
     with _folder(out, config) as folder:
 
@@ -324,18 +340,14 @@ def mi_matrix(
         if client is not None:
             _run_dask(pending, table, given_rows, done, client)
         else:
-            small = n * sum(units[key] for key, _, _ in pending) < PARALLEL_WORK
+            small = len(table[0]) * sum(units[key] for key, _, _ in pending) < PARALLEL_WORK
             chosen = workers if workers is not None else 1 if small else _free_cores()
             parallel = min(chosen, len(pending))
             if parallel <= 1:
                 _run_serial(pending, table, given_rows, done)
             else:
                 _run_processes(pending, table, given_rows, done, parallel)
-    notes = [*permutation_notes, *_dequantised_notes(names, moved)]
-    return _assemble(names, n, pairs, blocks, fast, shared, null_blocks, results, job, null, reused,
-                     notes, time.perf_counter() - start, tail, fdr, labelled=labelled,
-                     discrete_nulls=discrete_nulls,
-                     dequantised=tuple(names[index] for index in moved))  # fmt: skip
+    return results, reused
 
 
 def _free_cores() -> int:
