@@ -40,6 +40,10 @@ Tests (``--tests``; a peer that is not installed is skipped with a note):
   the same permutations, no extra cost);
 * ``mitool-k5``, ``mitool-k10``, ``mitool-k40``: candidate statistics, KSG on rank scores with a fixed
   k and the linear statistic beside (``estimator="ksg", normalise="rank", k=K, linear=True``);
+* ``mitool-multik``: a candidate (issue 58), KSG on rank scores at three numbers of neighbours, a
+  small one (5), the default's (20, at most n / 10) and a large one (n / 5, at least 20, CMIknn's),
+  with the linear statistic, all four on the same permutations and combined by min-p, computed
+  here from mitool's pieces (one joint neighbour search for the three k);
 * ``hyppo-dcorr``, ``hyppo-hsic``: hyppo's ``Dcorr().test`` and ``Hsic().test`` as a user gets them
   (``pip install hyppo``): their default fast chi-square approximation, no permutations; hyppo's
   HSIC takes the Gaussian kernel's bandwidth from the median distance of X and uses it for Y too;
@@ -214,6 +218,43 @@ def _mitool_k(k: int) -> PTest:
     return test
 
 
+def multi_k_ks(n: int) -> tuple[int, ...]:
+    """The candidate's numbers of neighbours: a small k (5), the default's (20, at most n / 10) and a
+    large one (n / 5, CMIknn's 0.2 n; at least 20)."""
+    return tuple(sorted({5, min(20, n // 10), max(20, n // 5)}))
+
+
+def mitool_multi_k(x: np.ndarray, y: np.ndarray, seed: int, permutations: int) -> dict[str, float]:
+    """A candidate: KSG on rank scores at each k of :func:`multi_k_ks` (the joint search made once
+    for all of them) and the linear statistic, on the same B permutations of Y, combined by min-p
+    (mitool.independence.min_p_combination)."""
+    from mitool.estimators.neighbours import kth_neighbour_distances, strict_reach
+    from mitool.independence import min_p_combination
+    from mitool.independence.statistics import ScoredSide, digamma_table, linear_statistic
+
+    n = len(x)
+    ks = multi_k_ks(n)
+    side_x, side_y = ScoredSide.of(_column(x)), ScoredSide.of(_column(y))
+    by_x, psi = side_x.order, digamma_table(n)
+    x_sorted = side_x.scores[by_x]
+    linear = linear_statistic(_column(x), _column(y))
+
+    def statistics(order: np.ndarray) -> list[float]:
+        y_rows = order[by_x]
+        distances = kth_neighbour_distances(np.hstack([x_sorted, side_y.scores[y_rows]]), ks)
+        values = []
+        for column, k in enumerate(ks):
+            reach = strict_reach(distances[:, column])
+            counts = psi[side_x.count(by_x, reach) + 1] + psi[side_y.count(y_rows, reach) + 1]
+            values.append(float(psi[k] + psi[n] - np.mean(counts)))
+        return [*values, linear(order)]
+
+    rng = np.random.default_rng([seed, 0x3A17])
+    observed = np.array(statistics(np.arange(n)))
+    null = np.array([statistics(rng.permutation(n)) for _ in range(permutations)])
+    return {"mitool-multik": float(min_p_combination(observed, null)[0])}
+
+
 def _hyppo(name: str) -> PTest:
     def test(x: np.ndarray, y: np.ndarray, seed: int, permutations: int) -> dict[str, float]:
         from hyppo.independence import Dcorr, Hsic
@@ -280,6 +321,12 @@ TESTS: dict[str, Test] = {
     "mitool-k5": Test(_mitool_k(5), "mitool", ("mitool-k5",), "KSG k = 5 on rank scores, linear beside"),
     "mitool-k10": Test(_mitool_k(10), "mitool", ("mitool-k10",), "KSG k = 10 on rank scores, linear beside"),
     "mitool-k40": Test(_mitool_k(40), "mitool", ("mitool-k40",), "KSG k = 40 on rank scores, linear beside"),
+    "mitool-multik": Test(
+        mitool_multi_k,
+        "mitool",
+        ("mitool-multik",),
+        "KSG on rank scores at k = 5, 20 (at most n / 10) and n / 5 (at least 20), linear beside, min-p",
+    ),
     "hyppo-dcorr": Test(
         _hyppo("dcorr"), "hyppo", ("hyppo-dcorr",), "hyppo Dcorr().test: its default chi-square approximation"
     ),
@@ -299,7 +346,15 @@ TESTS: dict[str, Test] = {
 }
 DEFAULT_TESTS = ("mitool", "hyppo-dcorr", "hyppo-hsic", "hsic-median", "cmiknn")
 MITOOL_DEFAULT = "mitool"
-MITOOL_NAMES = ("mitool", "mitool[ksg]", "mitool[linear]", "mitool-k5", "mitool-k10", "mitool-k40")
+MITOOL_NAMES = (
+    "mitool",
+    "mitool[ksg]",
+    "mitool[linear]",
+    "mitool-k5",
+    "mitool-k10",
+    "mitool-k40",
+    "mitool-multik",
+)
 """Names of mitool's own statistics; the others are the peers."""
 
 

@@ -3,8 +3,8 @@ left out in turn, the mitool candidate with the largest mean area on the other f
 and its area on the left-out family is set beside the default's and the best peer's.
 
 Reads bench/results/power_curves/power.csv (bench/power_curves.py); the candidates are the mitool
-tests measured there (the default and KSG at k = 5, 10, 40 with the linear statistic beside), the
-peers the others.
+tests measured there (the default; KSG at k = 5, 10, 40 with the linear statistic beside; the
+min-p of KSG at three k and the linear statistic, mitool-multik), the peers the others.
 
     python bench/power_lofo.py [--csv bench/results/power_curves/power.csv] [--n 400]
 """
@@ -16,7 +16,7 @@ import argparse
 import numpy as np
 import pandas as pd
 
-CANDIDATES = ("mitool", "mitool-k5", "mitool-k10", "mitool-k40")
+CANDIDATES = ("mitool", "mitool-k5", "mitool-k10", "mitool-k40", "mitool-multik")
 
 
 def areas(table: pd.DataFrame) -> pd.DataFrame:
