@@ -1,8 +1,8 @@
-"""The default's check of dependence through the scale (mitool.estimation.scale_estimate) on a ``mitool
+"""The default's check of dependence through the scale (mitool.trust.scale_estimate) on a ``mitool
 benchmark`` results.csv made before it: for each row of the default, the scales' estimate of the
 same samples as the default hands them to its estimator (mitool.benchmark.run.task_data: the same
 draw for the same task, size and seed; mitool.estimation.prepare: its ties treated), and the value
-the default reports now, the higher of the two (mitool.estimation.through_the_scale). Nothing else
+the default reports now, the higher of the two (mitool.trust.through_the_scale). Nothing else
 is re-estimated: the neural estimates are those of the file, which the check leaves as they are.
 
     python bench/scale_check.py bench/results/benchmark/bmi_n10000/results.csv \\
@@ -28,9 +28,10 @@ from harness import argument_parser, write_json  # noqa: E402
 
 from mitool.benchmark.run import Precision, task_data  # noqa: E402
 from mitool.benchmark.suites import get_task  # noqa: E402
-from mitool.estimation import THROUGH_THE_SCALE, prepare, scale_estimate  # noqa: E402
+from mitool.estimation import prepare  # noqa: E402
 from mitool.estimators import DEFAULTS  # noqa: E402
 from mitool.runtime import set_threads_to_free_cores  # noqa: E402
+from mitool.trust import THROUGH_THE_SCALE, scale_estimate  # noqa: E402
 
 
 def summary(rows: list[dict], key: str) -> dict:

@@ -97,7 +97,7 @@ def test_results_keep_the_defaults_bias_high_and_the_summary_counts_it_on_every_
     """results.csv's bias_high is the default's details["bias_high"] (ci_high + BIAS_ALLOWANCE x the
     estimate: KSG on 1 + 1 dimensions here) and empty for an estimator without one; the summary's
     coverage of [ci_low, bias_high] counts every task, against a plain count of the same rows."""
-    from mitool.estimation import BIAS_ALLOWANCE
+    from mitool.trust import BIAS_ALLOWANCE
 
     plan = Plan((parse_estimator("default"), parse_estimator("gaussian")), (TASKS[0],), (300,), (0, 1))
     rows = read_csv(run_benchmark(tmp_path, plan))

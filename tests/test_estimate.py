@@ -275,9 +275,9 @@ def test_baselines_from_the_command_line(gaussian_files, estimator: str) -> None
 
 def test_the_defaults_continuous_routes_allow_for_their_downward_bias_above_the_interval() -> None:
     """details["bias_high"] = ci_high + BIAS_ALLOWANCE max(value, 0) on the default's KSG and InfoNCE
-    results (chosen out of fold: mitool.estimation.BIAS_ALLOWANCE), with a note; not where an
+    results (chosen out of fold: mitool.trust.BIAS_ALLOWANCE), with a note; not where an
     estimator was asked for, nor on a lower bound open above."""
-    from mitool.estimation import BIAS_ALLOWANCE, bias_allowance_note
+    from mitool.trust import BIAS_ALLOWANCE, bias_allowance_note
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(800, 1))

@@ -1,4 +1,4 @@
-"""The default's check of dependence through the scale (mitool.estimation.scale_estimate,
+"""The default's check of dependence through the scale (mitool.trust.scale_estimate,
 through_the_scale): I(|X|; |Y|) <= I(X; Y), estimated in one coordinate a side, reported where it
 is higher than the neural estimate."""
 
@@ -8,10 +8,10 @@ import numpy as np
 import torch
 
 import mitool
-from mitool.estimation import scale_estimate, scale_of, through_the_scale
 from mitool.estimators import DEFAULTS
 from mitool.estimators.base import Estimate
 from mitool.tasks import StudentT, dense_normal, student_t
+from mitool.trust import scale_estimate, scale_of, through_the_scale
 
 
 def _estimate(value: float, estimator: str) -> Estimate:

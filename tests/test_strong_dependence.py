@@ -15,10 +15,10 @@ from scipy.special import digamma
 import mitool
 from mitool.checks import ParameterError
 from mitool.cli.main import main
-from mitool.estimation import FLOW_BIAS_ALLOWANCE, beyond_the_ceiling
 from mitool.estimators.base import Estimate
 from mitool.estimators.ksg import SATURATION_GAP, ksg_ceiling
 from mitool.files import read_csv
+from mitool.trust import FLOW_BIAS_ALLOWANCE, beyond_the_ceiling
 
 
 def _pair(n: int, mi: float, dim: int = 1, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

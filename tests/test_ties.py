@@ -11,9 +11,9 @@ import pytest
 
 import mitool
 from mitool.checks import ParameterError
-from mitool.estimation import trust_notes
 from mitool.estimators.base import Estimate
 from mitool.ties import atoms_of, dequantise, treat_ties
+from mitool.trust import trust_notes
 
 RHO = math.sqrt(1 - math.exp(-2 * 0.5))
 """The correlation of a bivariate normal with I = 0.5 nats."""

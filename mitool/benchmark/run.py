@@ -60,7 +60,7 @@ RESULT_COLUMNS = (
 """The columns of results.csv; ``dim_z``: Z's dimension for a task of I(X; Y | Z) (the conditional
 suite), empty for the others; ``bias_high``: the upper end that allows for a bound's downward bias
 (``details["bias_high"]`` of the default's InfoNCE, KSG and flow estimates:
-:data:`mitool.estimation.BIASED_LOW`), empty where the estimator gives none."""
+:data:`mitool.trust.BIASED_LOW`), empty where the estimator gives none."""
 
 Log = Callable[[str], None]
 
