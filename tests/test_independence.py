@@ -30,6 +30,7 @@ from mitool.independence.statistics import (
     frenzel_pompe_statistic,
     ksg_statistic,
     linear_statistic,
+    other_neighbours,
     plugin_statistic,
 )
 
@@ -183,24 +184,32 @@ def test_min_p_holds_its_level_on_exchangeable_rows() -> None:
 
 
 def test_the_default_test_adds_the_linear_statistic_on_the_same_permutations() -> None:
-    """The k-NN component's own p-value is the p-value of the test without the companion (same
-    seed, same permutations), the linear component's value is linear_statistic's, and the
-    combined p is at most twice the smaller (the min-p is never worse than Bonferroni) and not
-    below the smaller."""
+    """The k-NN component's own p-value is the p-value of the test without the companions (same
+    seed, same permutations), the linear component's value is linear_statistic's, the KSG
+    components at the other k (other_neighbours: 5 and n / 5 here) have KSG's value at that k and
+    the p-value of the test of that k alone, and the combined p is at most the number of
+    components times the smallest (the min-p is never worse than Bonferroni) and not below it."""
     rng = np.random.default_rng(14)
     x = rng.normal(size=300)
     y = 0.2 * x + rng.normal(size=300)
     both = mitool.independence_test(x, y, permutations=199)
     alone = mitool.independence_test(x, y, permutations=199, linear=False)
-    assert [part.name for part in both.components] == ["ksg", "linear"] and not alone.components
+    assert other_neighbours(300, 20) == (5, 60)
+    assert [part.name for part in both.components] == ["ksg", "linear", "ksg k=5", "ksg k=60"]
+    assert not alone.components
     assert both.components[0].pvalue == alone.pvalue and both.statistic == alone.statistic
     linear = linear_statistic(x[:, None], y[:, None])(np.arange(300))
     assert both.components[1].statistic == pytest.approx(linear)
+    for part, k in zip(both.components[2:], (5, 60), strict=True):
+        assert part.statistic == pytest.approx(ksg(x[:, None], y[:, None], k=k, normalise="rank"), abs=1e-12)
+        one_k = mitool.independence_test(x, y, permutations=199, estimator="ksg", normalise="rank", k=k)
+        assert part.pvalue == one_k.pvalue
     smaller = min(part.pvalue for part in both.components)
-    assert smaller <= both.pvalue <= 2 * smaller
+    assert smaller <= both.pvalue <= len(both.components) * smaller
     named = mitool.independence_test(x, y, estimator="ksg", permutations=19)
     assert not named.components  # a named statistic is tested alone unless linear=True
-    assert mitool.independence_test(x, y, estimator="ksg", permutations=19, linear=True).components
+    named = mitool.independence_test(x, y, estimator="ksg", permutations=19, linear=True).components
+    assert [part.name for part in named] == ["ksg", "linear"]
 
 
 def test_the_linear_statistic_finds_what_the_k_nn_statistic_misses() -> None:
@@ -420,7 +429,11 @@ def test_the_command_line_json(files: dict[str, Path]) -> None:
     assert sentence.exit_code == 0 and sentence.stdout.startswith("I(X; Y) = ") and "k = 8" in sentence.stdout
     short = CliRunner().invoke(main, ["test", str(files["x1"]), str(files["y"]), "--permutations", "49"])
     assert len(short.stdout.strip().splitlines()) == 1 and len(short.stdout) < 250  # one line by default
-    assert [part["name"] for part in report["components"]] == ["ksg", "linear"]
+    assert [part["name"] for part in report["components"]] == ["ksg", "linear"]  # X of 2 columns: one k
+    one_a_side = CliRunner().invoke(main, ["test", str(files["x1"]), str(files["y"]), "--permutations", "49",
+                                           "--json"], catch_exceptions=False)  # fmt: skip
+    names = [part["name"] for part in json.loads(one_a_side.stdout)["components"]]
+    assert names == ["ksg", "linear", "ksg k=5", "ksg k=40"]  # k = 20 at most n / 10: 5 and n / 5 beside
     alone = CliRunner().invoke(main, ["test", str(files["x"]), str(files["y"]), "--permutations", "49",
                                       "--no-linear", "--json"])  # fmt: skip
     report_alone = json.loads(alone.stdout)

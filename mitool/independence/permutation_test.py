@@ -35,7 +35,9 @@ from mitool.independence.statistics import (
     Statistic,
     conditional_statistic,
     ksg_statistic,
+    ksg_statistics,
     linear_statistic,
+    other_neighbours,
     unconditional_statistic,
 )
 from mitool.independence.tails import (
@@ -132,8 +134,10 @@ def plus_one(count: int) -> str:
 
 @dataclass(frozen=True)
 class _Companion:
-    """The linear statistic beside the k-NN one: its value on the data and on each permutation."""
+    """A statistic beside the k-NN one (the linear statistic, KSG at another k): its name, its
+    value on the data and on each permutation, and its description."""
 
+    name: str
     observed: float
     null: np.ndarray
     described: str
@@ -149,7 +153,7 @@ class _Outcome:
     scheme: str
     estimator: str
     notes: tuple[str, ...] = ()
-    companion: _Companion | None = None
+    companions: tuple[_Companion, ...] = ()
     pvalue: float | None = None
     """A p-value that is not the permutation p-value of ``observed`` (the GCM's chi-square)."""
     z_method: str = "none"
@@ -165,10 +169,10 @@ combination rejected 2 of 100 nulls at 0.05 with a 3-D Z (bench/independence.py'
 where Frenzel & Pompe's alone (k = 20) rejected 6.0% of 200."""
 
 
-def _linear_companion(prepared: Prepared, linear: bool) -> tuple[list[Statistic], str]:
-    """[the linear statistic] and its description where the test combines it, else []."""
+def _linear_companion(prepared: Prepared, linear: bool) -> list[tuple[str, Statistic, str]]:
+    """[(name, the linear statistic, its description)] where the test combines it, else []."""
     if not linear or prepared.estimator.name not in LINEAR_COMPANIONS:
-        return [], ""
+        return []
     sides = prepared.sides or {}
     conditional = prepared.z is not None  # a discrete side given Z was dequantised: its ranks
     discrete = {name: bool(sides.get(name)) and not conditional for name in ("x", "y")}
@@ -179,34 +183,54 @@ def _linear_companion(prepared: Prepared, linear: bool) -> tuple[list[Statistic]
     given = " less their least-squares fit on Z's rank normal scores" if conditional else ""
     described = (f"the linear statistic -1/2 sum log(1 - rho^2) over the canonical correlations of X's "
                  f"{kinds[0]} and Y's {kinds[1]}{given}")  # fmt: skip
-    return [statistic], described
+    return [("linear", statistic, described)]
 
 
-def _outcome(observed: np.ndarray, null: np.ndarray, described: str, **fields: Any) -> _Outcome:
-    """The outcome of a run of the k-NN statistic and, where there is one, the linear companion
-    (column 1)."""
-    companion = _Companion(float(observed[1]), null[:, 1], described) if len(observed) > 1 else None
-    return _Outcome(float(observed[0]), null[:, 0], companion=companion, **fields)
+def _other_scales(prepared: Prepared, default: bool) -> list[tuple[str, Statistic, str]]:
+    """KSG at the other numbers of neighbours of :func:`other_neighbours`, for the ``default``
+    unconditional statistic (no estimator named: KSG on rank scores, the linear statistic beside) of
+    one coordinate a side, else []."""
+    chosen = prepared.estimator
+    if not default or prepared.z is not None or chosen.name != "ksg" or chosen.settings.normalise != "rank":
+        return []
+    ks = other_neighbours(len(prepared.x), chosen.settings.k)
+    one_a_side = prepared.x.shape[1] == prepared.y.shape[1] == 1  # one-of-five preferred one k; 6-D cost 7x
+    if not ks or not one_a_side or chosen.settings.k_max > chosen.settings.k:
+        return []
+    statistics = ksg_statistics(prepared.x, prepared.y, ks)
+    return [(f"ksg k={k}", (lambda order, column=column: statistics(order)[column]),
+             f"KSG at k = {k}") for column, k in enumerate(ks)]  # fmt: skip
 
 
-def _combined_sentence(companion: _Companion | None) -> str:
-    if companion is None:
+def _outcome(observed: np.ndarray, null: np.ndarray, companions: list[tuple[str, Statistic, str]],
+             **fields: Any) -> _Outcome:  # fmt: skip
+    """The outcome of a run of the k-NN statistic (column 0) and its companions (the columns after)."""
+    beside = tuple(_Companion(name, float(observed[column]), null[:, column], described)
+                   for column, (name, _, described) in enumerate(companions, start=1))  # fmt: skip
+    return _Outcome(float(observed[0]), null[:, 0], companions=beside, **fields)
+
+
+def _combined_sentence(companions: tuple[_Companion, ...]) -> str:
+    if not companions:
         return ""
-    return (f" Beside it, {companion.described}, on the same permutations; p is the min-p combination of "
-            "the two (min_p_combination: each statistic's permutation p-value, then the rank of the "
-            "smallest among the permutations': valid as each alone, about as powerful as the better of "
-            "the two).")  # fmt: skip
+    described = "; ".join(companion.described for companion in companions)
+    return (f" Beside it, on the same permutations: {described}; p is the min-p combination of all "
+            f"{len(companions) + 1} (min_p_combination: each statistic's permutation p-value, then the rank "
+            "of the smallest among the permutations': valid as each alone, about as powerful as the best "
+            "of them).")  # fmt: skip
 
 
-def _unconditional(prepared: Prepared, draws: Draws, seed: int, linear: bool) -> _Outcome:
+def _unconditional(prepared: Prepared, draws: Draws, seed: int, linear: bool, scales: bool) -> _Outcome:
     check_size(prepared.estimator, prepared)
     statistic, described = unconditional_statistic(prepared.estimator, prepared.x, prepared.y, seed)
-    companions, companion = _linear_companion(prepared, linear)
+    companions = _linear_companion(prepared, linear) + _other_scales(prepared, scales)
     n, count = len(prepared.x), draws.count
-    observed, null = draws.run([statistic, *companions], lambda: draws.rng.permutation(n), n)
+    observed, null = draws.run(
+        [statistic, *(each[1] for each in companions)], lambda: draws.rng.permutation(n), n
+    )
     method = (f"Permutation test of independence: the statistic {described}, recomputed on {count} random "
               f"permutations of Y's rows; {plus_one(count)}.")  # fmt: skip
-    return _outcome(observed, null, companion, method=method, scheme="permutations of Y",
+    return _outcome(observed, null, companions, method=method, scheme="permutations of Y",
                     estimator=prepared.estimator.name)  # fmt: skip
 
 
@@ -223,8 +247,8 @@ def _local(prepared: Prepared, draws: Draws, seed: int, z_neighbours: int, linea
         repeats.append(n - len(np.unique(drawn)))
         return drawn
 
-    companions, companion = _linear_companion(prepared, linear)
-    observed, null = draws.run([statistic, *companions], draw, n)
+    companions = _linear_companion(prepared, linear)
+    observed, null = draws.run([statistic, *(each[1] for each in companions)], draw, n)
     method = (f"Conditional permutation test (Runge 2018's local permutation): in each of {count} draws, "
               f"every row takes the X of one of its {z_neighbours} nearest rows in Z (max-norm on Z's rank "
               f"scores, itself included), without repeats where possible; the statistic {described}; "
@@ -233,7 +257,7 @@ def _local(prepared: Prepared, draws: Draws, seed: int, z_neighbours: int, linea
              f"{z_neighbours} candidates taken), on average over the draws",)  # fmt: skip
     fit_x, fit_y = regress_on_z(prepared.x, prepared.z), regress_on_z(prepared.y, prepared.z)
     diagnostic, warned = diagnosed(fit_x, fit_y, candidates, "local")
-    return _outcome(observed, null, companion, method=method, scheme="local permutations of X within Z",
+    return _outcome(observed, null, companions, method=method, scheme="local permutations of X within Z",
                     estimator=prepared.estimator.name, notes=notes, z_method="local", warnings=warned,
                     diagnostic=diagnostic)  # fmt: skip
 
@@ -278,7 +302,7 @@ def _residual(prepared: Prepared, draws: Draws, z_neighbours: int) -> _Outcome:
     fields = {"method": method, "scheme": "local permutations of X's residuals within Z",
               "estimator": "ksg", "notes": notes, "z_method": "residual", "warnings": warned,
               "diagnostic": diagnostic}  # fmt: skip
-    return _outcome(observed, null, described, **fields)
+    return _outcome(observed, null, [("linear", linear, described)], **fields)
 
 
 def _gcm(prepared: Prepared, z_neighbours: int) -> _Outcome:
@@ -422,10 +446,10 @@ def _combined_tail(pvalue: float, components: tuple[Component, ...], count: int)
 def _combined_tail_sentence(used: str) -> str:
     """What ``tail="gpd"`` did to a combined test, in a sentence for the method."""
     if used == "gpd":
-        return (f"Fewer than {TAIL_REACHED} permutations reach the data in the min-p order, so p is twice "
-                "the smaller of the two statistics' p-values from generalized Pareto tails fitted to their "
-                "nulls (each its permutation p-value where 10 or more of its null values reach it; "
-                "Bonferroni; bonferroni_tails).")  # fmt: skip
+        return (f"Fewer than {TAIL_REACHED} permutations reach the data in the min-p order, so p is the "
+                "number of statistics times the smallest of their p-values from generalized Pareto tails "
+                "fitted to their nulls (each its permutation p-value where 10 or more of its null values "
+                "reach it; Bonferroni; bonferroni_tails).")  # fmt: skip
     if used == "permutation-no-fit":
         return (
             f"Fewer than {TAIL_REACHED} permutations reach the data, but no generalized Pareto tail "
@@ -448,8 +472,8 @@ def _check_finite(outcome: _Outcome, prepared: Prepared) -> None:
     """A ParameterError where the statistic is not a finite number on the data or on a permutation:
     a NaN ranks against the null as no number does, so its p-value would mean nothing."""
     values = [outcome.observed, *outcome.null]
-    if outcome.companion is not None:
-        values += [outcome.companion.observed, *outcome.companion.null]
+    for companion in outcome.companions:
+        values += [companion.observed, *companion.null]
     if not np.isfinite(values).all():
         where = "on the data" if not np.isfinite(outcome.observed) else "on some permutations"
         raise checks.ParameterError(
@@ -489,27 +513,29 @@ def run_test(
         else:
             outcome = _local(prepared, draws, seed, z_neighbours, combine)
     else:
-        outcome = _unconditional(prepared, draws, seed, combine)
+        outcome = _unconditional(prepared, draws, seed, combine, scales=estimator is None and linear is None)
     exact = prepared.exact is not None
     _check_finite(outcome, prepared)
     pvalue = 1.0 if exact else permutation_pvalue(outcome.observed, outcome.null)
     if outcome.pvalue is not None:
         pvalue, count = outcome.pvalue, 0
-    method, used, components = outcome.method + _combined_sentence(outcome.companion), "none", ()
+    method, used, components = outcome.method + _combined_sentence(outcome.companions), "none", ()
     method += (
         " The statistic is chosen for the test's power (more neighbours average over wider cells), "
         "not as the best estimate of the MI, which mitool.estimate gives (it may differ)."
     )
-    if outcome.companion is not None:
-        companion = outcome.companion
+    if outcome.companions:
+        beside = outcome.companions
         pvalue, own = min_p_combination(
-            np.array([outcome.observed, companion.observed]), np.column_stack([outcome.null, companion.null])
+            np.array([outcome.observed, *(each.observed for each in beside)]),
+            np.column_stack([outcome.null, *(each.null for each in beside)]),
         )  # fmt: skip
         components = (Component(outcome.estimator, outcome.observed, float(own[0]), outcome.null),
-                      Component("linear", companion.observed, float(own[1]), companion.null))  # fmt: skip
+                      *(Component(each.name, each.observed, float(p), each.null)
+                        for each, p in zip(beside, own[1:], strict=True)))  # fmt: skip
     if outcome.pvalue is not None:
         used = "chi-square"
-    elif tail == "gpd" and not exact and outcome.companion is None:
+    elif tail == "gpd" and not exact and not outcome.companions:
         pvalue, used, fitted = chosen_tail_pvalue(outcome.observed, outcome.null, TAIL_EXCEEDANCES)
         method += " " + _tail_sentence(used, fitted)
     elif tail == "gpd" and not exact:
