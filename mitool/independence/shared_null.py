@@ -30,9 +30,17 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from mitool.estimation import is_discrete
 from mitool.independence.statistics import ScoredSide, ksg_statistic, linear_statistic
+from mitool.ties import dequantise
 
-__all__ = ["dequantised_columns", "discrete_column", "labelled_null_block", "shared_null_block"]
+__all__ = [
+    "dequantised_columns",
+    "discrete_column",
+    "labelled_null_block",
+    "labelled_statistics",
+    "shared_null_block",
+]
 
 SHARED_STREAM = 0x5AED
 """Keeps the shared null's permutations apart from every other random stream."""
@@ -47,8 +55,6 @@ DEQUANTISE_STREAM = 0xDE9A
 def discrete_column(column: np.ndarray) -> bool:
     """Whether a complete column is discrete as :func:`mitool.estimate` finds it: labels, or whole
     numbers with at most max(2, sqrt(n)) distinct values (:func:`mitool.estimation.is_discrete`)."""
-    from mitool.estimation import is_discrete
-
     if column.dtype == object:
         return not any(value is None for value in column)
     return not np.isnan(column).any() and is_discrete(column[:, None])
@@ -57,8 +63,6 @@ def discrete_column(column: np.ndarray) -> bool:
 def dequantised_columns(table: Sequence[np.ndarray], seed: int) -> tuple[list[np.ndarray], list[int]]:
     """The columns with the complete, continuous ones that repeat a value dequantised (each with its
     own stream (seed, column)), and the indices of those dequantised."""
-    from mitool.ties import dequantise
-
     columns, moved = [], []
     for index, column in enumerate(table):
         complete = column.dtype != object and not np.isnan(column).any()
