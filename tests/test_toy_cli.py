@@ -337,12 +337,13 @@ def test_bad_input_of_toy_run_and_plot(tmp_path: Path) -> None:
 @pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
 def test_a_real_signal_stops_the_sweep_with_one_line_on_how_to_resume(tmp_path: Path, signal_number) -> None:
     """The CLI in a child process at tiny sizes; the signal arrives once the first cell is saved.
-    Twelve cells, so that a test process starved of the CPU still signals before the last (with six
-    it once signalled as the last cell ended)."""
+    Twelve cells of about 5 s each, so that a test process starved of the CPU still signals before
+    the last (with six cells it once signalled as the last cell ended; with twelve of about 1 s,
+    the sweep once finished before the signal on a loaded CI machine)."""
     out = tmp_path / "sweep"
     negatives = ",".join(str(k) for k in range(2, 14))
     sweep = ["toy", "sweep", "--estimators", "infonce", "--negatives", negatives, "--out", str(out)]
-    command = [sys.executable, "-m", "mitool.cli.main", *sweep, *TINY[:-1], "--steps-per-stage", "300"]
+    command = [sys.executable, "-m", "mitool.cli.main", *sweep, *TINY[:-1], "--steps-per-stage", "1500"]
     environment = {**os.environ, "MITOOL_THREADS": "1"}
     child = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment
