@@ -31,6 +31,8 @@ for it alone. A null of B values offers at most ceil(B / 4) exceedances (the thr
 upper quarter), so a tail needs B >= 397."""
 
 TAIL_METHODS = ("permutation", "gpd", "permutation-no-fit")
+"""What :func:`tail_pvalue` says it did: the permutation p-value (10 or more null values reach the
+observed one); the generalized Pareto tail; the permutation p-value because no fit passed."""
 
 TAIL_FLOOR = 1e-12
 """The smallest p-value a fitted tail reports: past it the extrapolation says only "below". At an
@@ -38,8 +40,6 @@ exact 1e-6, 999 permutations' tails were off by factors of 1/58 to 190 on single
 :func:`tail_pvalue`); six decades further a number would be the model's, not the data's (diamonds'
 carat ~ price had p = 4.45e-308). The floor still lets Benjamini-Hochberg reach q <= 0.05 over
 5 x 10^10 pairs."""
-"""What :func:`tail_pvalue` says it did: the permutation p-value (10 or more null values reach the
-observed one); the generalized Pareto tail; the permutation p-value because no fit passed."""
 
 _AD_SHAPES = np.array([-0.5, -0.4, -0.3, -0.2, -0.1, 0.0, 0.1, 0.2, 0.5, 0.9])
 _AD_CRITICAL = np.array([1.321, 1.221, 1.140, 1.074, 1.020, 0.974, 0.935, 0.903, 0.830, 0.771])

@@ -253,7 +253,7 @@ def mi_matrix(
         checks.whole_number("workers", workers, 1)
     _refuse_too_many_pairs(width)
     pairs = np.column_stack(np.triu_indices(width, 1)).astype(np.intp)  # (a, b), a < b, row by row
-    fingerprint, moved = _fingerprint(table), []
+    fingerprint, given_table, moved = _fingerprint(table), table, []
     if given_rows is None and null == "shared":  # ties broken within their resolution: no ties left
         table, moved = dequantised_columns(table, seed)
     ranked = np.array([_rank_column(column) for column in table])
@@ -271,7 +271,7 @@ def mi_matrix(
         if job.labelled is None:
             labelled[:] = -1
     if not shared.any() and not (labelled >= 0).any() and moved:  # no pair shares a null: the data as given
-        table, moved = _columns_of(data, columns)[0], []
+        table, moved = given_table, []
     discrete_nulls = sorted({int(column) for column in labelled[labelled >= 0]})
     every_block = [
         (block, min(NULL_BLOCK, count - block * NULL_BLOCK)) for block in range(math.ceil(count / NULL_BLOCK))

@@ -45,14 +45,14 @@ def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[sl
         matrix[pairs[:, 0], pairs[:, 1]] = values
         matrix[pairs[:, 1], pairs[:, 0]] = values
         matrices[name] = matrix
+    on_shared = shared | (labelled >= 0)  # a pair on the numeric columns' null or a discrete column's
     shared_matrix, tail_matrix = np.zeros((width, width), dtype=bool), np.zeros((width, width), dtype=bool)
-    shared_matrix[pairs[:, 0], pairs[:, 1]] = shared | (labelled >= 0)
-    shared_matrix[pairs[:, 1], pairs[:, 0]] = shared | (labelled >= 0)
+    shared_matrix[pairs[:, 0], pairs[:, 1]] = on_shared
+    shared_matrix[pairs[:, 1], pairs[:, 0]] = on_shared
     tail_matrix[pairs[:, 0], pairs[:, 1]] = tailed
     tail_matrix[pairs[:, 1], pairs[:, 0]] = tailed
     for index in range(len(blocks)):
         notes.extend(note for note in results[f"pairs-{index:05d}"]["notes"] if note not in notes)
-    on_shared = shared | (labelled >= 0)
     scheme = "shared" if on_shared.all() else "pair" if not on_shared.any() else "mixed"
     count = job.permutations
     notes.extend(_tail_notes(names, pairs, tailed, unfitted, count, per_pair["pvalue"]))

@@ -87,28 +87,32 @@ def _pair_block(data: Columns, given: np.ndarray | None, job: Job, pairs: np.nda
     count = len(pairs)
     out = {name: np.full(count, np.nan) for name in ("statistic", "ci_low", "ci_high", "pvalue", "linear")}
     notes: list[str] = []
-    sides: dict[int, ScoredSide] = {}
+    sides: dict[int, ScoredSide] = {}  # each column's rank scores, its class codes: once a block
+    codes: dict[int, np.ndarray] = {}
     waiting: list[tuple[int, int, int, int]] = []  # fast pairs whose interval is made in batches
+
+    def side(index: int) -> ScoredSide:
+        if index not in sides:
+            sides[index] = ScoredSide.of(_column(data, index)[:, None], "rank")
+        return sides[index]
+
     for row, (a, b) in enumerate(pairs.tolist()):
         seed = pair_seed(job.seed, a, b)
         if labelled[row] >= 0:  # Ross's and the linear statistic; the p-value from the column's null
-            other = b if labelled[row] == a else a
-            if other not in sides:
-                sides[other] = ScoredSide.of(_column(data, other)[:, None], "rank")
-            codes = _codes(_column(data, int(labelled[row])))
-            statistic, out["linear"][row] = labelled_statistics(sides[other].scores, codes, job.label_k)(
+            discrete = int(labelled[row])
+            scores = side(b if discrete == a else a).scores
+            if discrete not in codes:
+                codes[discrete] = _codes(_column(data, discrete))
+            statistic, out["linear"][row] = labelled_statistics(scores, codes[discrete], job.label_k)(
                 np.arange(job.n)
             )
-            estimate = job.labelled.estimate(sides[other].scores, codes[:, None], seed=seed)
+            estimate = job.labelled.estimate(scores, codes[discrete][:, None], seed=seed)
             out["ci_low"][row], out["ci_high"][row] = estimate.ci_low, estimate.ci_high
             out["statistic"][row] = statistic
             continue
         if fast[row] and shared[row]:  # the statistic alone; the p-value from the shared null
-            for index in (a, b):
-                if index not in sides:
-                    sides[index] = ScoredSide.of(_column(data, index)[:, None], "rank")
-            statistic = ksg_statistic(sides[a], sides[b], job.ks[0], job.ks[-1])(np.arange(job.n))
-            out["linear"][row] = canonical_mi(sides[a].basis, sides[b].basis)
+            statistic = ksg_statistic(side(a), side(b), job.ks[0], job.ks[-1])(np.arange(job.n))
+            out["linear"][row] = canonical_mi(side(a).basis, side(b).basis)
         else:
             x, y = _column(data, a), _column(data, b)
             result, prepared = run_test(x, y, given, estimator=job.estimator, permutations=job.permutations,
