@@ -27,7 +27,7 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
 if TYPE_CHECKING:
-    from mitool import bounds, critics, estimators, tasks, ties
+    from mitool import bounds, critics, estimators, matrix, tasks, ties
     from mitool.estimation import estimate
     from mitool.estimators.base import Estimate
     from mitool.independence import feature_mi, feature_scores, independence_test
@@ -42,6 +42,7 @@ __all__ = [
     "feature_mi",
     "feature_scores",
     "independence_test",
+    "matrix",
     "tasks",
     "ties",
 ]
@@ -55,6 +56,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "bounds": ("mitool.bounds", None),
     "critics": ("mitool.critics", None),
     "estimators": ("mitool.estimators", None),
+    "matrix": ("mitool.matrix", None),
     "tasks": ("mitool.tasks", None),
     "ties": ("mitool.ties", None),
 }

@@ -20,10 +20,11 @@ def test_importing_mitool_loads_neither_numpy_nor_torch() -> None:
 
 
 def test_the_top_level_names_are_the_functions_and_modules_they_say() -> None:
-    from mitool import estimation, estimators
+    from mitool import estimation, estimators, matrix
     from mitool.estimators.base import Estimate
 
     assert mitool.estimate is estimation.estimate and callable(mitool.estimate)
+    assert mitool.matrix is matrix and callable(mitool.matrix.mi_matrix)  # as docs/independence.md writes it
     assert mitool.Estimate is Estimate and mitool.estimators is estimators
     assert {"estimate", "Estimate", "estimators", "bounds"} <= set(dir(mitool)) and set(
         mitool.__all__
