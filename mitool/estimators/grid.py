@@ -200,20 +200,16 @@ def _kth_around(own, cu, cv, starts, near_u, near_v, edges_u, edges_v, cells, k,
                         size += distance < kth
 
 
-def _sorted_smallest(buffer, k, ks, out, row):  # pragma: no cover - compiled
-    """out[row, j] = the ks[j]-th smallest of buffer[:k] (k = max(ks)), by sorting the k in place
-    (insertion: k is small), only where more than one k is asked."""
-    if ks.shape[0] == 1:
-        return
-    for m in range(1, k):
-        value = buffer[m]
-        at = m
-        while at > 0 and buffer[at - 1] > value:
-            buffer[at] = buffer[at - 1]
-            at -= 1
-        buffer[at] = value
-    for j in range(ks.shape[0]):
-        out[row, j] = buffer[ks[j] - 1]
+def _each_k(buffer, kth, ks, descending, out, row):  # pragma: no cover - compiled
+    """out[row, j] = the ks[j]-th smallest distance, for each j, from ``kth`` (the largest k's, with
+    buffer[:max(ks)] the max(ks) smallest): a selection for each other k from the largest down
+    (``descending``: the places of ks from the largest), each within the part the one before left
+    at or below its value, O(k) each (sorting the k smallest took O(k^2))."""
+    out[row, descending[0]] = kth
+    size = ks[descending[0]]
+    for j in descending[1:]:
+        out[row, j] = _select(buffer, size, ks[j] - 1)
+        size = ks[j]
 
 
 def _search(u, v, cell_u, cell_v, edges_u, edges_v, cells, ks):  # pragma: no cover - compiled
@@ -222,13 +218,13 @@ def _search(u, v, cell_u, cell_v, edges_u, edges_v, cells, ks):  # pragma: no co
     k = ks.max()
     starts, members, near_u, near_v = _layout(cell_u, cell_v, u, v, cells)
     buffer = np.empty(n + 1)
+    descending = np.argsort(ks)[::-1]
     out = np.empty((n, ks.shape[0]))
     for own in range(n):  # cell by cell: the cells a point searches are those its neighbours searched
         i = members[own]
         kth = _kth_around(own, cell_u[i], cell_v[i], starts, near_u, near_v, edges_u, edges_v, cells, k,
                           buffer)  # fmt: skip
-        out[i, 0] = kth
-        _sorted_smallest(buffer, k, ks, out, i)
+        _each_k(buffer, kth, ks, descending, out, i)
     return out
 
 
@@ -285,14 +281,14 @@ def _ksg_terms(v, cell_u, cell_v, ordered_u, edges_u, table_u, low_u, scale_u, o
     k = ks.max()
     starts, members, near_u, near_v = _layout(cell_u, cell_v, ordered_u, v, cells)
     buffer = np.empty(n + 1)
+    descending = np.argsort(ks)[::-1]
     distances = np.empty((n, ks.shape[0]))
     terms = np.empty((n, ks.shape[0]))
     for own in range(n):
         i = members[own]
         kth = _kth_around(own, cell_u[i], cell_v[i], starts, near_u, near_v, edges_u, edges_v, cells, k,
                           buffer)  # fmt: skip
-        distances[i, 0] = kth
-        _sorted_smallest(buffer, k, ks, distances, i)
+        _each_k(buffer, kth, ks, descending, distances, i)
         ui, vi = near_u[own], near_v[own]
         for j in range(ks.shape[0]):
             reach = max(np.nextafter(distances[i, j], 0.0), 0.0)
@@ -316,7 +312,7 @@ def _jit(function):  # pragma: no cover - depends on numba and the file system
 def available() -> bool:
     """Whether numba imports; the first call imports it and wraps the kernels (compiled at their
     first call), and keeps the answer as :data:`AVAILABLE`."""
-    global numba, AVAILABLE, _select, _layout, _kth_around, _sorted_smallest
+    global numba, AVAILABLE, _select, _layout, _kth_around, _each_k
     global _test, _first_true, _end, _begin, _search, _ksg_terms
     with _loading:
         if "AVAILABLE" not in globals():
@@ -326,9 +322,7 @@ def available() -> bool:
                 AVAILABLE = False
             else:
                 numba = module
-                _select, _layout, _kth_around, _sorted_smallest = map(
-                    _jit, (_select, _layout, _kth_around, _sorted_smallest)
-                )
+                _select, _layout, _kth_around, _each_k = map(_jit, (_select, _layout, _kth_around, _each_k))
                 _test, _first_true, _end, _begin = map(_jit, (_test, _first_true, _end, _begin))
                 _search, _ksg_terms = _jit(_search), _jit(_ksg_terms)
                 AVAILABLE = True

@@ -169,7 +169,11 @@ combination rejected 2 of 100 nulls at 0.05 with a 3-D Z (bench/independence.py'
 where Frenzel & Pompe's alone (k = 20) rejected 6.0% of 200."""
 
 
-def _linear_companion(prepared: Prepared, linear: bool) -> list[tuple[str, Statistic, str]]:
+_Named = tuple[str, Statistic, str]
+"""A statistic beside the test's own: its name, the statistic, its description."""
+
+
+def _linear_companion(prepared: Prepared, linear: bool) -> list[_Named]:
     """[(name, the linear statistic, its description)] where the test combines it, else []."""
     if not linear or prepared.estimator.name not in LINEAR_COMPANIONS:
         return []
@@ -186,23 +190,25 @@ def _linear_companion(prepared: Prepared, linear: bool) -> list[tuple[str, Stati
     return [("linear", statistic, described)]
 
 
-def _other_scales(prepared: Prepared, default: bool) -> list[tuple[str, Statistic, str]]:
+def _other_scales(prepared: Prepared, default: bool) -> tuple[Statistic | None, list[_Named]]:
     """KSG at the other numbers of neighbours of :func:`other_neighbours`, for the ``default``
     unconditional statistic (no estimator named: KSG on rank scores, the linear statistic beside) of
-    one coordinate a side, else []."""
+    one coordinate a side, else []; with them, the default's own KSG from the same neighbour search
+    (the same value as :func:`ksg_statistic`'s), else None."""
     chosen = prepared.estimator
     if not default or prepared.z is not None or chosen.name != "ksg" or chosen.settings.normalise != "rank":
-        return []
+        return None, []
     ks = other_neighbours(len(prepared.x), chosen.settings.k)
     one_a_side = prepared.x.shape[1] == prepared.y.shape[1] == 1  # one-of-five preferred one k; 6-D cost 7x
     if not ks or not one_a_side or chosen.settings.k_max > chosen.settings.k:
-        return []
-    statistics = ksg_statistics(prepared.x, prepared.y, ks)
-    return [(f"ksg k={k}", (lambda order, column=column: statistics(order)[column]),
-             f"KSG at k = {k}") for column, k in enumerate(ks)]  # fmt: skip
+        return None, []
+    statistics = ksg_statistics(prepared.x, prepared.y, (chosen.settings.k, *ks))
+    companions = [(f"ksg k={k}", (lambda order, column=column: statistics(order)[column]), f"KSG at k = {k}")
+                  for column, k in enumerate(ks, start=1)]  # fmt: skip
+    return (lambda order: statistics(order)[0]), companions
 
 
-def _outcome(observed: np.ndarray, null: np.ndarray, companions: list[tuple[str, Statistic, str]],
+def _outcome(observed: np.ndarray, null: np.ndarray, companions: list[_Named],
              **fields: Any) -> _Outcome:  # fmt: skip
     """The outcome of a run of the k-NN statistic (column 0) and its companions (the columns after)."""
     beside = tuple(_Companion(name, float(observed[column]), null[:, column], described)
@@ -223,7 +229,9 @@ def _combined_sentence(companions: tuple[_Companion, ...]) -> str:
 def _unconditional(prepared: Prepared, draws: Draws, seed: int, linear: bool, scales: bool) -> _Outcome:
     check_size(prepared.estimator, prepared)
     statistic, described = unconditional_statistic(prepared.estimator, prepared.x, prepared.y, seed)
-    companions = _linear_companion(prepared, linear) + _other_scales(prepared, scales)
+    shared, scales_beside = _other_scales(prepared, scales)
+    statistic = shared or statistic
+    companions = _linear_companion(prepared, linear) + scales_beside
     n, count = len(prepared.x), draws.count
     observed, null = draws.run(
         [statistic, *(each[1] for each in companions)], lambda: draws.rng.permutation(n), n
