@@ -183,6 +183,25 @@ def test_min_p_holds_its_level_on_exchangeable_rows() -> None:
         assert int(np.sum(np.array(pvalues) <= alpha + 1e-12)) <= high
 
 
+def test_weighted_min_p_holds_its_level_and_reduces_to_the_heavy_statistic() -> None:
+    """Weights [1, 3] keep the level on exchangeable rows; weights [1, 1] are no weights; a weight so
+    large that its statistic's p-value always decides gives that statistic's own permutation p-value."""
+    rng = np.random.default_rng(15)
+    mixing = np.array([[1.0, 0.6], [0.0, 0.8]])
+    pvalues = []
+    for _ in range(2000):
+        rows = rng.normal(size=(40, 2)) @ mixing
+        pvalues.append(min_p_combination(rows[0], rows[1:], np.array([1.0, 3.0]))[0])
+    for alpha in (0.05, 0.1, 0.25):
+        assert int(np.sum(np.array(pvalues) <= alpha + 1e-12)) <= binomial_band(2000, alpha)[1]
+    rows = rng.normal(size=(100, 3))
+    assert min_p_combination(rows[0], rows[1:], np.ones(3))[0] == min_p_combination(rows[0], rows[1:])[0]
+    for column in range(3):
+        weights = np.where(np.arange(3) == column, 1e6, 1.0)
+        combined, own = min_p_combination(rows[0], rows[1:], weights)
+        assert combined == own[column] == permutation_pvalue(rows[0, column], rows[1:, column])
+
+
 def test_the_default_test_adds_the_linear_statistic_on_the_same_permutations() -> None:
     """The k-NN component's own p-value is the p-value of the test without the companions (same
     seed, same permutations), the linear component's value is linear_statistic's, the KSG

@@ -115,15 +115,20 @@ def fdr_qvalues(pvalues: Sequence[float] | np.ndarray, fdr: str = "bh") -> np.nd
     return benjamini_yekutieli(pvalues) if fdr == "by" else benjamini_hochberg(pvalues)
 
 
-def min_p_combination(observed: np.ndarray, null: np.ndarray) -> tuple[Any, np.ndarray]:
+def min_p_combination(
+    observed: np.ndarray, null: np.ndarray, weights: np.ndarray | None = None
+) -> tuple[Any, np.ndarray]:
     """One permutation p-value from J statistics computed on the same permutations (the min-p
     combination, Westfall & Young 1993; Pesarin 2001):
 
         p_j(v) = #{b in 0..B : T_j,b >= v} / (B + 1)         (b = 0 the data, T_j,0 = observed_j)
-        m_b    = min_j p_j(T_j,b)
+        m_b    = min_j p_j(T_j,b) / w_j
         p      = #{b in 0..B : m_b < m_0, or m_b = m_0 and t_b <= t_0} / (B + 1)
 
-    with t_b = min_j S_j,b(T_j,b) breaking the ties of m: S_j,b the upper tail of a Pearson type
+    w_j the ``weights`` (all 1 when None; only their ratios matter): a statistic of weight 2 counts
+    as reached at half the p-value of one of weight 1, as a weighted Bonferroni would spend the
+    level, so that more of the power goes where the weight is. t_b = min_j S_j,b(T_j,b) / w_j
+    breaks the ties of m: S_j,b the upper tail of a Pearson type
     III law (a gamma of any sign of skew, the normal at none) with the mean, standard deviation and
     skewness of column j over the B rows other than b (leaving b out keeps a far statistic from
     inflating the moments it is judged by). Without it, a statistic at the top of its null and the
@@ -153,6 +158,7 @@ def min_p_combination(observed: np.ndarray, null: np.ndarray) -> tuple[Any, np.n
     null = np.asarray(null, dtype=float).reshape(-1, rows.shape[1])
     count, width = null.shape
     total = count + 1
+    scale = np.ones(width) if weights is None else 1.0 / np.asarray(weights, dtype=float)
 
     def lowest(values: np.ndarray) -> np.ndarray:  # values within the tolerance count as reached
         return values - EQUAL_TOLERANCE * (1 + np.abs(values))
@@ -170,15 +176,15 @@ def min_p_combination(observed: np.ndarray, null: np.ndarray) -> tuple[Any, np.n
     for begin in range(0, len(rows), chunk):
         block = rows[begin : begin + chunk]
         reached = block[:, None, :] >= lowest(null)[None]  # the row's observed value reaches null value b
-        smallest_null = ((reaching[None] + reached) / total).min(axis=2)
-        smallest = own[begin : begin + chunk].min(axis=1)
+        smallest_null = ((reaching[None] + reached) / total * scale).min(axis=2)
+        smallest = (own[begin : begin + chunk] * scale).min(axis=1)
         margin = 1e-12 * smallest[:, None]
         below = np.count_nonzero(smallest_null < smallest[:, None] - margin, axis=1)
         tied_rows, tied_nulls = np.nonzero(np.abs(smallest_null - smallest[:, None]) <= margin)
-        at_data = _pearson_tail(block, *sums, count)  # each row against the null alone
+        at_data = _pearson_tail(block, *sums, count, scale)  # each row against the null alone
         tied, swapped = null[tied_nulls], block[tied_rows]  # a null row against the others and the data
         others = [sums[power - 1] - tied**power + swapped**power for power in (1, 2, 3)]
-        at_tie = _pearson_tail(tied, *others, count)
+        at_tie = _pearson_tail(tied, *others, count, scale)
         as_extreme = at_tie <= at_data[tied_rows] * (1 + 1e-9) + 1e-300
         pvalues[begin : begin + chunk] = (
             1 + below + np.bincount(tied_rows[as_extreme], minlength=len(block))
@@ -189,10 +195,11 @@ def min_p_combination(observed: np.ndarray, null: np.ndarray) -> tuple[Any, np.n
 
 
 def _pearson_tail(values: np.ndarray, first: np.ndarray, second: np.ndarray, third: np.ndarray,
-                  count: int) -> np.ndarray:  # fmt: skip
-    """For :func:`min_p_combination`'s ties: min_j of the upper tail at values[:, j] of the Pearson
-    type III law with the mean, standard deviation and skewness of the ``count`` values whose sums
-    of powers 1, 2, 3 are ``first``, ``second``, ``third`` (per value, per column)."""
+                  count: int, scale: np.ndarray) -> np.ndarray:  # fmt: skip
+    """For :func:`min_p_combination`'s ties: min_j of ``scale[j]`` times the upper tail at
+    values[:, j] of the Pearson type III law with the mean, standard deviation and skewness of the
+    ``count`` values whose sums of powers 1, 2, 3 are ``first``, ``second``, ``third`` (per value,
+    per column)."""
     mean, raw_second = first / count, second / count
     variance = np.maximum(raw_second - mean**2, 0.0)
     central_third = third / count - 3 * mean * raw_second + 2 * mean**3
@@ -200,7 +207,7 @@ def _pearson_tail(values: np.ndarray, first: np.ndarray, second: np.ndarray, thi
     positive = spread > 1e-300
     skew = np.where(positive, central_third / np.where(positive, variance, 1.0) ** 1.5, 0.0)
     upper = pearson3_sf((values - mean) / np.where(positive, spread, 1.0), skew)
-    return np.where(positive, upper, 1.0).min(axis=1, initial=1.0)
+    return (np.where(positive, upper, 1.0) * scale).min(axis=1, initial=float(scale.max()))
 
 
 NORMAL_SKEW = 1.6e-5
