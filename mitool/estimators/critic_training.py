@@ -346,9 +346,7 @@ def train_critics(
     one label in ``groups`` (R labels; default: one group) stop together. A run whose training
     estimate runs away stops there (its :class:`Training` entries say where)."""
     runs = fit.x.shape[0]
-    members_of: dict[int, list[int]] = {}  # group -> its runs
-    for run, group in enumerate(groups if groups is not None else [0] * runs):
-        members_of.setdefault(group, []).append(run)
+    members_of = _runs_of_groups(groups, runs)
     values_of = training_values(bound, options)
     state = torch.full((runs,), math.nan, device=fit.x.device)
     optimiser = torch.optim.AdamW(
@@ -370,12 +368,8 @@ def train_critics(
         score(0)
     step, started, out_of_time = 0, time.perf_counter(), False
     for step in range(1, schedule.steps + 1):
-        pos, neg = _batch_scores(stack, base, *_batches(fit, schedule, generators, run_index))
-        loss, mi, state = values_of(pos, neg, state)
-        optimiser.zero_grad(set_to_none=True)
-        trained = torch.tensor(active, device=loss.device)  # a stopped run's loss adds no gradient
-        torch.where(trained, loss, torch.zeros_like(loss)).sum().backward()
-        optimiser.step()
+        batch = _batches(fit, schedule, generators, run_index)
+        mi, state = _optimiser_step(stack, base, batch, values_of, state, optimiser, active)
         for run, value in enumerate(mi.detach().tolist()):
             if active[run] and (not math.isfinite(value) or abs(value) > schedule.threshold):
                 diverged[run], diverged_value[run], active[run] = step, value, False
@@ -385,26 +379,63 @@ def train_critics(
             if progress is not None:
                 latest = float(np.mean([v for v, a in zip(values, active, strict=True) if a] or [math.nan]))
                 progress(step, schedule.steps, latest)
-        for group, members in members_of.items():
-            if group not in stopped_at and all(
-                best.stale[run] >= schedule.patience for run in members if active[run]
-            ):
-                stopped_at[group] = step
-                for run in members:
-                    active[run] = False
+        _stop_stale_groups(members_of, best.stale, schedule.patience, active, stopped_at, step)
         if len(stopped_at) == len(members_of) or out_of_time:
             break
     best.load_into(stack)
     if progress is not None:
         progress(schedule.steps, schedule.steps, float(np.mean(best.value)))
+    steps, ended_by = _endings(members_of, stopped_at, step, diverged, out_of_time, runs)
+    return Training(best.step, best.value, steps, diverged, diverged_value, ended_by)
+
+
+def _runs_of_groups(groups: Sequence[int] | None, runs: int) -> dict[int, list[int]]:
+    """Each group's runs, by its label in ``groups`` (default: one group of all ``runs``)."""
+    members_of: dict[int, list[int]] = {}
+    for run, group in enumerate(groups if groups is not None else [0] * runs):
+        members_of.setdefault(group, []).append(run)
+    return members_of
+
+
+def _optimiser_step(
+    stack: StackedCritics, base: GaussianCritics | None, batch: tuple[Tensor, Tensor], values_of: Callable,
+    state: Tensor, optimiser: torch.optim.Optimizer, active: Sequence[bool],
+) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """(each run's training estimate (R,), the bound's new state) after one Adam step on ``batch``."""
+    pos, neg = _batch_scores(stack, base, *batch)
+    loss, mi, state = values_of(pos, neg, state)
+    optimiser.zero_grad(set_to_none=True)
+    trained = torch.tensor(active, device=loss.device)  # a stopped run's loss adds no gradient
+    torch.where(trained, loss, torch.zeros_like(loss)).sum().backward()
+    optimiser.step()
+    return mi, state
+
+
+def _stop_stale_groups(
+    members_of: Mapping[int, list[int]], stale: Sequence[int], patience: int, active: list[bool],
+    stopped_at: dict[int, int], step: int,
+) -> None:  # fmt: skip
+    """Stop each group whose active runs are all ``patience`` scores stale (``stopped_at``, ``active``)."""
+    for group, members in members_of.items():
+        if group not in stopped_at and all(stale[run] >= patience for run in members if active[run]):
+            stopped_at[group] = step
+            for run in members:
+                active[run] = False
+
+
+def _endings(
+    members_of: Mapping[int, list[int]], stopped_at: Mapping[int, int], last_step: int,
+    diverged: Sequence[int | None], out_of_time: bool, runs: int,
+) -> tuple[list[int], list[str]]:  # fmt: skip
+    """Each of the ``runs`` runs' steps (its group's) and what ended its training (:data:`ENDINGS`)."""
     steps, ended_by = [0] * runs, ["steps"] * runs
     for group, members in members_of.items():
         for run in members:
-            steps[run] = stopped_at.get(group, step)
+            steps[run] = stopped_at.get(group, last_step)
             if diverged[run] is not None:
                 ended_by[run] = "diverged"
             elif group in stopped_at:
                 ended_by[run] = "patience"
             elif out_of_time:
                 ended_by[run] = "seconds"
-    return Training(best.step, best.value, steps, diverged, diverged_value, ended_by)
+    return steps, ended_by

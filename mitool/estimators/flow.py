@@ -399,23 +399,18 @@ class FlowGaussian(Estimator):
     def _estimate(self, x, y, z, seed, progress) -> Estimate:
         settings = self.settings
         split = split_pairs(len(x), settings.test_fraction, settings.validation_fraction, seed)
-        notes: list[str] = []
         sides = {"x": x, "y": y}
-        surface = {name: rows for name, rows in sides.items()
-                   if settings.encode and collinearity(rows[split.fit]) < COLLINEARITY}  # fmt: skip
-        encoders = 1 if len(surface) == 2 and x.shape[1] == y.shape[1] else len(surface)
-        total, done = encoders * settings.encoder_steps + settings.steps, encoders * settings.encoder_steps
-        encodings, shared = _encodings(surface, split, settings, seed, _in_steps_of(progress, total))
-        for name, encoding in encodings.items():
-            notes.append(_encoding_note(name, sides[name].shape[1], encoding, shared))
-            sides[name] = encoding.codes
+        surface = _on_a_surface(sides, split, settings)
+        done = _encoders(surface) * settings.encoder_steps
+        in_steps = _in_steps_of(progress, done + settings.steps)
+        encodings, shared = _encodings(surface, split, settings, seed, in_steps)
+        notes = [_encoding_note(name, sides[name].shape[1], encoding, shared)
+                 for name, encoding in encodings.items()]  # fmt: skip
+        sides.update({name: encoding.codes for name, encoding in encodings.items()})
         prepared = {name: self._prepared(rows, split) for name, rows in sides.items()}
-        for name, (_, columns) in prepared.items():
-            if len(columns) < sides[name].shape[1]:
-                left_out = sides[name].shape[1] - len(columns)
-                notes.append(f"{name}: {left_out} column(s) constant on the fit pairs, left out")
-            if not len(columns):
-                return self._constant(name, split, len(x), notes)
+        constant = _constant_side(prepared, sides, notes)
+        if constant is not None:
+            return self._constant(constant, split, len(x), notes)
         for name, (parts, columns) in prepared.items():
             refuse_collinear(name, parts[0][:, columns], COLLINEARITY)
         (fit_x, validation_x, test_x), (fit_y, validation_y, test_y) = (
@@ -426,32 +421,13 @@ class FlowGaussian(Estimator):
         fit = tensor(fit_x), tensor(fit_y)
         validation = tensor(validation_x), tensor(validation_y)
         copula = model.closed_form()
-        start = float(model.evaluate(*validation)[0].mean())
-        keep, step = KeepBest(model.module, settings.patience, start, settings.max_seconds), 0
-        generator = torch.Generator().manual_seed(seed)
-        optimiser = torch.optim.Adam(model.module.parameters(), lr=settings.lr)
-        for step in range(1, settings.steps + 1):
-            rows = torch.randint(len(fit[0]), (settings.batch_size,), generator=generator).to(settings.device)
-            loss = -model.terms(fit[0][rows], fit[1][rows])[0].mean()
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-            if step % settings.eval_every and step < settings.steps:
-                continue
-            score = float(model.evaluate(*validation)[0].mean())
-            if progress is not None:
-                progress(done + step, total, model.closed_form())
-            if keep.stop(step, score):
-                break
-        keep.restore()
+        keep, start, step = _train(model, fit, validation, settings, seed, in_steps(done))
         ratios = model.evaluate(tensor(test_x), tensor(test_y))[1]
         bias = plugin_mi_bias(fit_x.shape[1], fit_y.shape[1], len(fit_x) - 1)
         value, spread = model.closed_form() - bias, float(np.std(ratios, ddof=1))
         _refuse_misfit(value, float(np.mean(ratios)))
         correlations = model.correlations()
-        if max(abs(np.arctanh(np.clip(correlations, -1 + 1e-15, 1 - 1e-15)))) >= MAX_THETA - 1e-3:
-            notes.append(f"a canonical correlation is at the largest the model holds (tanh({MAX_THETA:g})): "
-                         "X and Y (nearly) determine each other and the MI may be larger")  # fmt: skip
+        notes.extend(_saturation_notes(correlations))
         details = {
             "flow": settings.flow, "gaussian_copula": copula, "bias_correction": bias,
             **{f"encoding_{name}": _encoding_details(encoding) for name, encoding in encodings.items()},
@@ -461,15 +437,10 @@ class FlowGaussian(Estimator):
             "best_step": keep.best_step, "steps": step, "n_fit": len(split.fit),
             "n_validation": len(split.validation), "n_test": len(split.test),
         }  # fmt: skip
-        interval = (
-            f"normal interval of the fitted Gaussian's sampling noise (delta method: the spread of the "
-            f"per-pair log density ratio on {len(ratios)} held-out pairs over sqrt({len(split.fit)}), the "
-            "fit pairs); not the noise of training the flows, not the bias of a Gaussian model that does not "
-            "fit"
-        )  # fmt: skip
         return Estimate.from_stderr(
-            value, spread / math.sqrt(len(split.fit)), settings.level, interval=interval,
-            estimator=self.name, n_pairs=len(x), notes=tuple(notes), details=details,
+            value, spread / math.sqrt(len(split.fit)), settings.level,
+            interval=_interval_words(len(ratios), len(split.fit)), estimator=self.name, n_pairs=len(x),
+            notes=tuple(notes), details=details,
         )  # fmt: skip
 
     def _constant(self, name: str, split: Split, n_pairs: int, notes: list[str]) -> Estimate:
@@ -479,6 +450,79 @@ class FlowGaussian(Estimator):
             estimator=self.name, n_pairs=n_pairs, notes=(*notes, f"{name} is constant: I(X; Y) = 0"),
             details={"flow": self.settings.flow, "n_fit": len(split.fit)},
         )  # fmt: skip
+
+
+def _on_a_surface(
+    sides: dict[str, np.ndarray], split: Split, settings: FlowGaussianSettings
+) -> dict[str, np.ndarray]:
+    """The sides to encode (with ``encode``): those whose fit rows lie near a subspace (see the module)."""
+    return {name: rows for name, rows in sides.items()
+            if settings.encode and collinearity(rows[split.fit]) < COLLINEARITY}  # fmt: skip
+
+
+def _encoders(surface: dict[str, np.ndarray]) -> int:
+    """How many autoencoders :func:`_encodings` trains for these sides: one for both where they have as
+    many columns, else one each."""
+    return 1 if len(surface) == 2 and surface["x"].shape[1] == surface["y"].shape[1] else len(surface)
+
+
+def _constant_side(
+    prepared: dict[str, tuple[list[np.ndarray], np.ndarray]], sides: dict[str, np.ndarray], notes: list[str]
+) -> str | None:
+    """The first side with no column that varies on the fit pairs (else None), a note for each side's
+    constant columns added to ``notes`` up to it."""
+    for name, (_, columns) in prepared.items():
+        if len(columns) < sides[name].shape[1]:
+            left_out = sides[name].shape[1] - len(columns)
+            notes.append(f"{name}: {left_out} column(s) constant on the fit pairs, left out")
+        if not len(columns):
+            return name
+    return None
+
+
+def _train(
+    model: _Model, fit: tuple[Tensor, Tensor], validation: tuple[Tensor, Tensor],
+    settings: FlowGaussianSettings, seed: int, progress: Progress | None,
+) -> tuple[KeepBest, float, int]:  # fmt: skip
+    """(the kept best, the start's validation log-likelihood, the last step) of training ``model`` by
+    Adam on the fit rows' likelihood, scored on the validation rows; the model left at its best."""
+    start = float(model.evaluate(*validation)[0].mean())
+    keep, step = KeepBest(model.module, settings.patience, start, settings.max_seconds), 0
+    generator = torch.Generator().manual_seed(seed)
+    optimiser = torch.optim.Adam(model.module.parameters(), lr=settings.lr)
+    for step in range(1, settings.steps + 1):
+        rows = torch.randint(len(fit[0]), (settings.batch_size,), generator=generator).to(settings.device)
+        loss = -model.terms(fit[0][rows], fit[1][rows])[0].mean()
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        if step % settings.eval_every and step < settings.steps:
+            continue
+        score = float(model.evaluate(*validation)[0].mean())
+        if progress is not None:
+            progress(step, settings.steps, model.closed_form())
+        if keep.stop(step, score):
+            break
+    keep.restore()
+    return keep, start, step
+
+
+def _saturation_notes(correlations: list[float]) -> list[str]:
+    """A note where a canonical correlation is at the largest the model holds (:data:`MAX_THETA`)."""
+    if max(abs(np.arctanh(np.clip(correlations, -1 + 1e-15, 1 - 1e-15)))) >= MAX_THETA - 1e-3:
+        return [f"a canonical correlation is at the largest the model holds (tanh({MAX_THETA:g})): "
+                "X and Y (nearly) determine each other and the MI may be larger"]  # fmt: skip
+    return []
+
+
+def _interval_words(held_out: int, fit: int) -> str:
+    """What the interval holds, for ``held_out`` test pairs and ``fit`` fit pairs."""
+    return (
+        f"normal interval of the fitted Gaussian's sampling noise (delta method: the spread of the "
+        f"per-pair log density ratio on {held_out} held-out pairs over sqrt({fit}), the "
+        "fit pairs); not the noise of training the flows, not the bias of a Gaussian model that does not "
+        "fit"
+    )  # fmt: skip
 
 
 def _encodings(

@@ -151,6 +151,46 @@ def _member_seed(seed: int, member: int) -> int:
     return seed if member == 0 else int(np.random.SeedSequence([seed, member]).generate_state(1)[0])
 
 
+def _held_out(
+    runs: _Runs, settings: NeuralSettings, evaluate: Callable, critic: Any, run: int,
+    pairs: list | None = None,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The critic's chunk values and negatives on run ``run``'s test pairs, or on ``pairs`` (the
+    validation pairs, never extrapolated: they are compared with the values kept in training)."""
+    from mitool.estimators import critic_training
+
+    extrapolate = settings.extrapolate_negatives and pairs is None
+    return critic_training.held_out_values(
+        critic, *(pairs or runs.test)[run], evaluate, settings.eval_block, settings.chunk, extrapolate
+    )
+
+
+def _mean_critic(critics: Sequence[Any], members: list[int]) -> Any:
+    """The mean critic of these members (the member itself where there is one)."""
+    from mitool.estimators import critic_training
+
+    return critics[members[0]] if len(members) == 1 else critic_training.MeanCritic(
+        [critics[m] for m in members]
+    )  # fmt: skip
+
+
+def _kept_of_split(
+    members: list[int], critics: Sequence[Any], runs: _Runs, base: str, held_out: Callable
+) -> tuple[Any, str, np.ndarray | None]:
+    """The split's critic: its members' mean; with base="mixed" (members of two kinds, either of which
+    may be much the worse) the mean or one member, the highest on the validation pairs (each member's
+    value is its kept one, ``runs.kept_values``), with the mean's chunk values there where they were
+    computed to choose it (else None); and which, "mean" or "member m"."""
+    mean = _mean_critic(critics, members)
+    if len(members) == 1 or base != "mixed":
+        return mean, "mean", None
+    mean_chunks = held_out(mean, members[0], runs.validation)[0]
+    best = int(np.argmax([runs.kept_values[m] for m in members]))
+    if np.mean(mean_chunks) >= runs.kept_values[members[best]]:
+        return mean, "mean", mean_chunks
+    return critics[members[best]], f"member {best}", None
+
+
 class NeuralEstimator(Estimator):
     """A critic trained with the bound :attr:`bound` and scored on held-out pairs (see the module).
     One subclass per bound, made from the table of bounds (:data:`ESTIMATORS`)."""
@@ -288,68 +328,53 @@ class NeuralEstimator(Estimator):
         the estimate on the held-out pairs."""
         from mitool.estimators import critic_training
 
-        settings = self.settings
         indices = runs.of_dataset(dataset)
-        for index in (i for split in indices for i in split):
-            if training.diverged_step[index] is not None:
-                step, value = training.diverged_step[index], training.diverged_value[index]
-                return DivergenceError(
-                    _divergence_message(self.bound, settings.critic, step, value, "in training")
-                )
+        diverged = self._diverged_in_training(indices, training)
+        if diverged is not None:
+            return diverged
         evaluate = critic_training.mi_of(self.evaluator, self.evaluation_options)
-
-        def held_out(critic: Any, run: int, pairs: list | None = None) -> tuple[np.ndarray, np.ndarray]:
-            """Scored on the run's test pairs, or on ``pairs`` (the validation pairs, never
-            extrapolated: they are compared with the values kept in training)."""
-            extrapolate = settings.extrapolate_negatives and pairs is None
-            return critic_training.held_out_values(
-                critic, *(pairs or runs.test)[run], evaluate, settings.eval_block, settings.chunk, extrapolate
-            )
-
-        def mean_critic(members: list[int]) -> Any:
-            return critics[members[0]] if len(members) == 1 else critic_training.MeanCritic(
-                [critics[m] for m in members]
-            )  # fmt: skip
-
-        def on_validation(critic: Any, members: list[int]) -> np.ndarray:
-            return held_out(critic, members[0], runs.validation)[0]
-
-        def kept_of_split(members: list[int]) -> tuple[Any, str, np.ndarray | None]:
-            """The split's critic: its members' mean; with base="mixed" (members of two kinds, either
-            of which may be much the worse) the mean or one member, the highest on the validation pairs
-            (each member's value is its kept one, ``runs.kept_values``), with the mean's chunk values
-            there where they were computed to choose it (else None)."""
-            mean = mean_critic(members)
-            if len(members) == 1 or settings.base != "mixed":
-                return mean, "mean", None
-            mean_chunks = on_validation(mean, members)
-            best = int(np.argmax([runs.kept_values[m] for m in members]))
-            if np.mean(mean_chunks) >= runs.kept_values[members[best]]:
-                return mean, "mean", mean_chunks
-            return critics[members[best]], f"member {best}", None
-
-        kept = [kept_of_split(members) for members in indices]
+        held_out = partial(_held_out, runs, self.settings, evaluate)
+        kept = [_kept_of_split(members, critics, runs, self.settings.base, held_out) for members in indices]
         scored = [held_out(critic, members[0]) for (critic, *_), members in zip(kept, indices, strict=True)]
         member_values = [[float(np.mean(held_out(critics[m], m)[0])) for m in members]
                          for members in indices if len(members) > 1]  # fmt: skip
-        values = np.concatenate([value for value, _ in scored])
-        bad = ~np.isfinite(values) | (np.abs(values) > bounds.DIVERGENCE_THRESHOLD)
-        if bad.any():
-            message = _divergence_message(
-                self.bound,
-                settings.critic,
-                max(training.steps[i] for split in indices for i in split),
-                values[bad][0],
-                "on held-out pairs",
-            )
-            return DivergenceError(message)
+        diverged = self._diverged_on_held_out(scored, indices, training)
+        if diverged is not None:
+            return diverged
         ensemble_kept = [name for _, name, _ in kept]
         result = self._assembled(runs, dataset, scored, member_values, training, ensemble_kept)
         if not chunks_on_validation:
             return result
-        chunks = [on_validation(critic, members) if chunks is None else chunks
+        chunks = [held_out(critic, members[0], runs.validation)[0] if chunks is None else chunks
                   for (critic, _, chunks), members in zip(kept, indices, strict=True)]  # fmt: skip
         return result.with_notes(validation_chunks=np.concatenate(chunks))
+
+    def _diverged_in_training(self, indices: list[list[int]], training: Training) -> DivergenceError | None:
+        """The DivergenceError of the first of these runs that ran away in training, else None."""
+        for index in (i for split in indices for i in split):
+            if training.diverged_step[index] is not None:
+                step, value = training.diverged_step[index], training.diverged_value[index]
+                return DivergenceError(
+                    _divergence_message(self.bound, self.settings.critic, step, value, "in training")
+                )
+        return None
+
+    def _diverged_on_held_out(
+        self, scored: list[tuple[np.ndarray, np.ndarray]], indices: list[list[int]], training: Training
+    ) -> DivergenceError | None:
+        """The DivergenceError of a split's held-out value that ran away (``scored``), else None."""
+        values = np.concatenate([value for value, _ in scored])
+        bad = ~np.isfinite(values) | (np.abs(values) > bounds.DIVERGENCE_THRESHOLD)
+        if not bad.any():
+            return None
+        message = _divergence_message(
+            self.bound,
+            self.settings.critic,
+            max(training.steps[i] for split in indices for i in split),
+            values[bad][0],
+            "on held-out pairs",
+        )
+        return DivergenceError(message)
 
     def _assembled(
         self, runs: _Runs, dataset: int, scored: list[tuple[np.ndarray, np.ndarray]],

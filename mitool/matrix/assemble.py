@@ -18,49 +18,80 @@ def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[sl
               reused: int, notes: list[str], seconds: float, tail: str = "none", fdr: str = "bh", *,
               labelled: np.ndarray, discrete_nulls: list[int],
               dequantised: tuple[str, ...]) -> MatrixResult:  # fmt: skip
+    """The MatrixResult of the finished blocks' ``results`` (their notes added to ``notes``)."""
     width = len(names)
-    per_pair = {name: np.concatenate([results[f"pairs-{index:05d}"][name] for index in range(len(blocks))])
-                for name in ("statistic", "ci_low", "ci_high", "pvalue", "linear")}  # fmt: skip
-    null_rows = (np.concatenate([results[f"null-{block:05d}"] for block, _ in null_blocks])
-                 if null_blocks else np.zeros((0, 2)))  # fmt: skip
-    reached = np.zeros(len(pairs), dtype=np.intp)
-    if shared.any():
-        observed = np.column_stack([per_pair["statistic"][shared], per_pair["linear"][shared]])
-        per_pair["pvalue"][shared] = min_p_combination(observed, null_rows)[0]
-        reached[shared] = np.round(per_pair["pvalue"][shared] * (len(null_rows) + 1)).astype(np.intp) - 1
-    for column in discrete_nulls:  # each discrete column's pairs against its own null
-        rows = labelled == column
-        column_null = np.concatenate(
-            [results[key] for key in sorted(results) if key.startswith(f"labels{column}-")]
-        )
-        observed = np.column_stack([per_pair["statistic"][rows], per_pair["linear"][rows]])
-        per_pair["pvalue"][rows] = min_p_combination(observed, column_null)[0]
+    per_pair = _per_pair(results, len(blocks))
+    null_rows = _null_rows(results, null_blocks)
+    reached = _shared_pvalues(per_pair, shared, null_rows)
+    _discrete_pvalues(per_pair, results, labelled, discrete_nulls)
     tailed, fitted, unfitted = _tail_pvalues(per_pair, shared, null_rows, tail, reached)
     linear = per_pair.pop("linear")
     null_values = null_rows[:, 0]
     per_pair["qvalue"] = fdr_qvalues(per_pair["pvalue"], fdr)
-    matrices = {}
-    for name, values in per_pair.items():
-        matrix = np.full((width, width), np.nan)
-        matrix[pairs[:, 0], pairs[:, 1]] = values
-        matrix[pairs[:, 1], pairs[:, 0]] = values
-        matrices[name] = matrix
+    matrices = {name: _symmetric(values, pairs, width) for name, values in per_pair.items()}
     on_shared = shared | (labelled >= 0)  # a pair on the numeric columns' null or a discrete column's
-    shared_matrix, tail_matrix = np.zeros((width, width), dtype=bool), np.zeros((width, width), dtype=bool)
-    shared_matrix[pairs[:, 0], pairs[:, 1]] = on_shared
-    shared_matrix[pairs[:, 1], pairs[:, 0]] = on_shared
-    tail_matrix[pairs[:, 0], pairs[:, 1]] = tailed
-    tail_matrix[pairs[:, 1], pairs[:, 0]] = tailed
+    shared_matrix = _symmetric_mask(on_shared, pairs, width)
+    tail_matrix = _symmetric_mask(tailed, pairs, width)
     for index in range(len(blocks)):
         notes.extend(note for note in results[f"pairs-{index:05d}"]["notes"] if note not in notes)
     scheme = "shared" if on_shared.all() else "pair" if not on_shared.any() else "mixed"
     count = job.permutations
     notes.extend(_tail_notes(names, pairs, tailed, unfitted, count, per_pair["pvalue"]))
     notes.extend(_resolution_notes(per_pair["pvalue"], per_pair["qvalue"], count, ~tailed))
+    method = _method(job, fdr, len(pairs), shared, labelled, discrete_nulls, tailed, fitted)
+    return MatrixResult(
+        columns=names, statistic=matrices["statistic"], ci_low=matrices["ci_low"],
+        ci_high=matrices["ci_high"], pvalue=matrices["pvalue"], qvalue=matrices["qvalue"],
+        permutations=count, null=scheme, method=method, notes=tuple(notes), n_rows=n, seconds=seconds,
+        reused_blocks=reused, shared_pairs=shared_matrix, null_values=null_values, tail=tail,
+        tail_pairs=tail_matrix, tail_fit=fitted, linear_null_values=null_rows[:, 1],
+        linear=_symmetric(linear, pairs, width), dequantised=dequantised,
+    )  # fmt: skip
+
+
+def _per_pair(results: dict[str, Any], blocks: int) -> dict[str, np.ndarray]:
+    """Each pair's statistic, interval, p-value and linear statistic, the pair blocks' results joined."""
+    return {name: np.concatenate([results[f"pairs-{index:05d}"][name] for index in range(blocks)])
+            for name in ("statistic", "ci_low", "ci_high", "pvalue", "linear")}  # fmt: skip
+
+
+def _null_rows(results: dict[str, Any], null_blocks: list) -> np.ndarray:
+    """(B, 2): the shared null's rows (KSG, linear statistic), its blocks joined; (0, 2) without one."""
+    return (np.concatenate([results[f"null-{block:05d}"] for block, _ in null_blocks])
+            if null_blocks else np.zeros((0, 2)))  # fmt: skip
+
+
+def _shared_pvalues(per_pair: dict[str, np.ndarray], shared: np.ndarray, null_rows: np.ndarray) -> np.ndarray:
+    """How many null rows reach each pair on the shared null (else 0); its p-values put in ``per_pair``."""
+    reached = np.zeros(len(shared), dtype=np.intp)
+    if shared.any():
+        observed = np.column_stack([per_pair["statistic"][shared], per_pair["linear"][shared]])
+        per_pair["pvalue"][shared] = min_p_combination(observed, null_rows)[0]
+        reached[shared] = np.round(per_pair["pvalue"][shared] * (len(null_rows) + 1)).astype(np.intp) - 1
+    return reached
+
+
+def _discrete_pvalues(per_pair: dict[str, np.ndarray], results: dict[str, Any], labelled: np.ndarray,
+                      discrete_nulls: list[int]) -> None:  # fmt: skip
+    """Write into ``per_pair`` the p-values of each discrete column's pairs against its own null."""
+    for column in discrete_nulls:
+        rows = labelled == column
+        column_null = np.concatenate(
+            [results[key] for key in sorted(results) if key.startswith(f"labels{column}-")]
+        )
+        observed = np.column_stack([per_pair["statistic"][rows], per_pair["linear"][rows]])
+        per_pair["pvalue"][rows] = min_p_combination(observed, column_null)[0]
+
+
+def _method(job: Job, fdr: str, n_pairs: int, shared: np.ndarray, labelled: np.ndarray,
+            discrete_nulls: list[int], tailed: np.ndarray, fitted: TailFit | None) -> str:  # fmt: skip
+    """The result's ``method``: how each pair's p-value and q-value were computed."""
+    count = job.permutations
+    on_shared = shared | (labelled >= 0)
     method = (f"Each pair of columns a < b by independence_test (column a as X, b as Y; the pair's seed "
               f"pair_seed(seed, a, b)); p = (1 + #{{null >= observed}}) / (1 + {count}) (for a KSG or Ross "
               "statistic, its min-p combination with the linear statistic, as independence_test makes it), "
-              f"never 0, at least 1/{count + 1}; q: {FDR_NAMES[fdr]} over the {len(pairs)} "
+              f"never 0, at least 1/{count + 1}; q: {FDR_NAMES[fdr]} over the {n_pairs} "
               "pairs.")  # fmt: skip
     if shared.any():
         method += (f" {int(shared.sum())} pair(s) of tie-free numeric columns share one null: KSG (k = "
@@ -80,19 +111,20 @@ def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[sl
                    f"the p-value of the {fitted.describe()}: p = (N_exc / B) (1 - F(observed - threshold)) "
                    "(Knijnenburg et al. 2009; mitool.independence.tail_pvalue), an estimate that goes "
                    f"below 1/{count + 1}.")  # fmt: skip
-    return MatrixResult(
-        columns=names, statistic=matrices["statistic"], ci_low=matrices["ci_low"],
-        ci_high=matrices["ci_high"], pvalue=matrices["pvalue"], qvalue=matrices["qvalue"],
-        permutations=count, null=scheme, method=method, notes=tuple(notes), n_rows=n, seconds=seconds,
-        reused_blocks=reused, shared_pairs=shared_matrix, null_values=null_values, tail=tail,
-        tail_pairs=tail_matrix, tail_fit=fitted, linear_null_values=null_rows[:, 1],
-        linear=_symmetric(linear, pairs, width), dequantised=dequantised,
-    )  # fmt: skip
+    return method
 
 
 def _symmetric(values: np.ndarray, pairs: np.ndarray, width: int) -> np.ndarray:
     """(width, width): the pairs' values at (a, b) and (b, a), NaN elsewhere."""
     matrix = np.full((width, width), np.nan)
+    matrix[pairs[:, 0], pairs[:, 1]] = values
+    matrix[pairs[:, 1], pairs[:, 0]] = values
+    return matrix
+
+
+def _symmetric_mask(values: np.ndarray, pairs: np.ndarray, width: int) -> np.ndarray:
+    """(width, width) booleans: the pairs' flags at (a, b) and (b, a), False elsewhere."""
+    matrix = np.zeros((width, width), dtype=bool)
     matrix[pairs[:, 0], pairs[:, 1]] = values
     matrix[pairs[:, 1], pairs[:, 0]] = values
     return matrix
