@@ -138,6 +138,7 @@ def test_the_diagnostic_fires_on_strong_confounding_and_not_on_a_benign_one_dime
     assert not mitool.independence_test(x, y, z, permutations=19).warnings  # the residual scheme: none
 
 
+@pytest.mark.slow
 def test_the_default_holds_its_level_where_the_local_permutation_did_not() -> None:
     """The issue's null with a 5-D Z and sigma = 0.1 at n = 200: the local permutation of X rejected
     91 of 100 replicates at 0.05, the residual scheme 3 (bench/conditional_calibration.py's

@@ -86,6 +86,7 @@ def test_a_second_writer_of_a_folder_is_refused_with_one_line_naming_the_owner(t
     assert not (out / "config.json").exists() and not (out / "summary.csv").exists()
 
 
+@pytest.mark.slow
 def test_two_real_sweeps_on_one_folder_and_the_lock_of_a_killed_one_taken_over(tmp_path) -> None:
     out = tmp_path / "out"
     environment = {**os.environ, "MITOOL_THREADS": "1"}
@@ -365,6 +366,7 @@ def test_an_injected_enospc_in_a_checkpoint_write_is_one_line_and_keeps_the_old_
     assert not [path for path in out.rglob(f"*{TEMPORARY_SUFFIX}*")]
 
 
+@pytest.mark.slow
 def test_rank_zero_names_the_rank_it_waits_for_then_stops_at_the_deadline(tmp_path) -> None:
     started = time.monotonic()
     result = _mitool(*TOY, "--negatives", "4,16", "--steps-per-stage", "5", "--out", str(tmp_path / "out"),

@@ -33,6 +33,7 @@ def kernel_device(device: torch.device) -> torch.device:
     pytest.skip("the kernels run on CUDA, or on CPU in the interpreter (see test_kernels_in_the_interpreter)")
 
 
+@pytest.mark.slow
 def test_kernels_in_the_interpreter(device: torch.device) -> None:
     """This module's comparisons on CPU, in a child pytest with TRITON_INTERPRET=1."""
     if device.type != "cpu" or INTERPRETED:

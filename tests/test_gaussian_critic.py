@@ -77,6 +77,7 @@ def test_the_critic_with_unrelated_pairs_is_the_log_density_ratio_of_the_mixture
     np.testing.assert_allclose(scores, expected, rtol=1e-8, atol=1e-8)
 
 
+@pytest.mark.slow
 def test_a_share_of_unrelated_pairs_is_found_and_scores_as_the_true_critic() -> None:
     """bmi's sparse Gaussian with 20% of the pairs unrelated (5 x 5, two pairs of correlation 0.8):
     the weight kept is 0.8, and on held-out pairs the critic's InfoNCE is that of the exact log
@@ -172,6 +173,7 @@ def test_the_mixture_value_from_row_sums_is_infonce_of_the_mixture_scores(weight
     assert infonce_of_mixture(scores, weight) == pytest.approx(infonce_of_scores(mixture), abs=1e-10)
 
 
+@pytest.mark.slow
 def test_the_rank_kept_is_the_one_whose_validation_value_is_highest() -> None:
     """20 x 20 dimensions, one correlated pair (rho 0.8, MI 0.511): the 19 sampled others only cost
     on held-out pairs, so the rank kept is small, its validation value is InfoNCE of its scores, it
@@ -330,6 +332,7 @@ def test_auto_keeps_rank_scores_unless_another_preparation_is_clearly_ahead_on_v
         assert "validation_chunks" not in result.details
 
 
+@pytest.mark.slow
 def test_auto_keeps_z_scores_where_the_dependence_is_in_the_scale_that_rank_scores_bend() -> None:
     """Y names one of five scales of X (10 dimensions, X ~ N(0, s^2 I), s = 1 .. 5, as bmi's
     concentric Gaussians): rank scores of each column bend the norm that carries the information,

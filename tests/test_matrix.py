@@ -257,6 +257,7 @@ def test_worker_processes_give_the_numbers_of_one(data: np.ndarray) -> None:
     assert_same(one, two)
 
 
+@pytest.mark.slow
 def test_a_two_worker_dask_cluster_gives_the_local_numbers(data: np.ndarray, result: MatrixResult) -> None:
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(

@@ -152,6 +152,7 @@ def _resumes(line: str, out: Path, whole: Path, env: dict[str, str]) -> None:
 
 
 @pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+@pytest.mark.slow
 def test_local_workers_die_with_a_killed_command_and_the_next_run_resumes(slow, tmp_path, method) -> None:
     data, whole, environment = slow
     out = tmp_path / "out"
@@ -235,6 +236,7 @@ def _dask_cluster(folder: Path, env: dict[str, str], tls: list[str] = ()) -> Ite
 
 
 @pytest.mark.parametrize("lost", ["scheduler", "workers"])
+@pytest.mark.slow
 def test_a_lost_dask_scheduler_or_its_workers_is_one_line_with_the_command_that_resumes(
     slow, tmp_path, lost
 ) -> None:
@@ -278,6 +280,7 @@ def test_tls_without_dasks_settings_is_one_line_exit_2(slow, tmp_path) -> None:
     assert len(run.output.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_tls_as_the_docs_show_it_gives_the_local_numbers(slow, tmp_path) -> None:
     """docs/independence.md's three commands, with one self-signed certificate for all."""
     openssl = shutil.which("openssl") or pytest.skip("no openssl to make a certificate")
@@ -336,6 +339,7 @@ def test_damaged_block_files_are_computed_again(tmp_path) -> None:
     assert "Wrote" in run.output and "Aborted" not in run.output
 
 
+@pytest.mark.slow
 def test_a_block_file_cut_anywhere_or_of_another_length_is_not_read(tmp_path) -> None:
     table = np.random.default_rng(6).normal(size=(120, 4))
     mi_matrix(table, permutations=99, workers=1, out=tmp_path)

@@ -269,6 +269,7 @@ def test_installed_toy_run(fresh_environment):
         assert (out / name).is_file(), name
 
 
+@pytest.mark.slow
 def test_installed_benchmark_lists_the_bmi_suite(fresh_environment):
     """``--list-tasks`` prints ``suite<TAB>task<TAB>...`` lines; the bmi suite's are the 40 tasks of
     the "Beyond Normal" benchmark, the same names as the source's."""

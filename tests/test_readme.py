@@ -60,6 +60,7 @@ def test_check_stated_tells_a_stale_number_from_rounding():
         check_stated("labels: ross 0.386", "labels: ksg 0.386")
 
 
+@pytest.mark.slow
 def test_the_readme_python_examples_run_and_print_what_it_says(tmp_path, monkeypatch):
     """Every block runs, and prints what the paragraph after it says (:func:`stated_outputs`)."""
     import contextlib
@@ -97,6 +98,7 @@ def test_the_readme_links_only_to_files_in_the_repository():
         assert "REFERENCE.md" not in text, page.name
 
 
+@pytest.mark.slow
 def test_the_readme_estimate_example_reproduces(tmp_path, monkeypatch):
     """The README's `mitool estimate` examples (the line, and the paragraph of --explain), run as
     written: the same words, numbers within 0.02 nats (another CPU may round differently and stop
@@ -177,6 +179,7 @@ ONE_TASK_SUITES = ("bmi", "bmi-v2", "highmi")
 is a bench run)."""
 
 
+@pytest.mark.slow
 def test_every_readme_command_runs_as_shown(tmp_path, monkeypatch):
     """Each `mitool` command of the README, with its defaults (a sweep without --workers, say), in
     the order shown, in one folder (the estimate example's files made as the README makes them).

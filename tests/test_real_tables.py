@@ -45,6 +45,7 @@ def test_davis_missing_values_pair_the_right_rows(tmp_path: Path) -> None:
     assert table["value"] == pytest.approx(by_hand.value, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_mtcars_row_names_and_32_rows(tmp_path: Path) -> None:
     """mtcars by pandas' default to_csv (car names first): the names are row names; the 32 rows are
     estimated with a finite interval and tested, where the estimate's interval was [nan, inf), the

@@ -5,6 +5,7 @@ is higher than the neural estimate."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 import mitool
@@ -44,6 +45,7 @@ def test_the_higher_of_the_two_is_reported_with_the_other_in_details() -> None:
     assert through_the_scale(neural, None) is neural
 
 
+@pytest.mark.slow
 def test_on_a_spherical_student_t_the_scales_hold_all_of_the_mi() -> None:
     """A spherical Student-t's X and Y share one scale and nothing else (their directions are
     independent of everything): I(|X|; |Y|) = I(X; Y), 0.448 nats in 5 + 5 dimensions with two
@@ -59,6 +61,7 @@ def test_on_a_spherical_student_t_the_scales_hold_all_of_the_mi() -> None:
     assert abs(result.value - task.mi) < 0.1
 
 
+@pytest.mark.slow
 def test_on_a_gaussian_the_scales_hold_less_and_the_default_keeps_its_own() -> None:
     """Correlated Gaussians carry their dependence in the directions too: I(|X|; |Y|) is well below
     the MI (0.59 nats in 5 + 5 dimensions at correlation 0.5), and the default keeps InfoNCE."""

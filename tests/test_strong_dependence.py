@@ -167,6 +167,7 @@ def test_image_files_on_the_command_line(tmp_path: Path) -> None:
     assert sum(note.lower().startswith("x: 800 images of 5 x 5") for note in report["notes"]) == 1
 
 
+@pytest.mark.slow
 def test_image_files_on_the_command_line_go_to_the_encoded_flows_by_default(tmp_path: Path) -> None:
     """Both sides images of bumps (u and u + 0.05 noise, I = 3.334 nats by quadrature): the default
     encodes them and estimates with flow, as mitool.estimate does with the same arrays."""
@@ -215,6 +216,7 @@ def test_toy_run_refuses_an_unknown_estimator_beside_in_one_line(tmp_path: Path)
     assert not (tmp_path / "run").exists()  # refused before anything ran
 
 
+@pytest.mark.slow
 def test_the_default_hands_a_saturating_infonce_estimate_to_the_flow_route() -> None:
     """10 nats in 5 x 5 Gaussians: InfoNCE's held-out value cannot pass log(K + 1) (6.2 nats with
     600 test pairs); the default says so and reports the uncapped flow estimate instead."""
@@ -247,6 +249,7 @@ def _uniform_plus_noise_mi(sigma: float, dims: int = 2) -> float:
     return dims * (entropy - 0.5 * math.log(2 * math.pi * math.e * sigma**2))
 
 
+@pytest.mark.slow
 def test_flow_encodes_images_to_their_surface_and_estimates_their_mi() -> None:
     """Images of bumps at u and at v = u + 0.05 noise (u uniform on the unit square): 64 pixels a
     side on a 2-dimensional surface, and I = I(U; V) = 3.334 nats by quadrature, since the drawing is

@@ -16,6 +16,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 _PROBE = """
 import json, sys, threading
 from concurrent.futures import ThreadPoolExecutor
@@ -81,6 +83,7 @@ def _threaded_and_alone(call: str) -> dict:
     return json.loads(found.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_estimates_from_four_threads_equal_those_made_alone() -> None:
     report = _threaded_and_alone("estimate")
     assert [row[0] for row in report["alone"]] == ["flow", "infonce", "classifier", "infonce"], report
@@ -88,6 +91,7 @@ def test_estimates_from_four_threads_equal_those_made_alone() -> None:
     assert report["untouched"], "an estimate drew from or seeded torch's process-wide generator"
 
 
+@pytest.mark.slow
 def test_independence_tests_from_four_threads_equal_those_made_alone() -> None:
     report = _threaded_and_alone("test")
     assert {row[0] for row in report["alone"]} == {"flow"}, report

@@ -93,6 +93,7 @@ def test_run_writes_curves_summary_figure_and_config(tmp_path: Path) -> None:
     assert f"wrote {out / 'staircase.png'}" in result.stdout
 
 
+@pytest.mark.slow
 def test_sweep_interrupted_and_resumed_equals_uninterrupted(tmp_path: Path, monkeypatch) -> None:
     args = [
         "toy",
@@ -211,6 +212,7 @@ def test_sweep_writes_vector_figures(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("*.png"))
 
 
+@pytest.mark.slow
 def test_the_figures_against_k_fit_a_page_and_drop_the_caption_when_asked(
     tmp_path: Path, monkeypatch
 ) -> None:
@@ -335,6 +337,7 @@ def test_bad_input_of_toy_run_and_plot(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.slow
 def test_a_real_signal_stops_the_sweep_with_one_line_on_how_to_resume(tmp_path: Path, signal_number) -> None:
     """The CLI in a child process at tiny sizes; the signal arrives once the first cell is saved.
     Twelve cells of about 5 s each, so that a test process starved of the CPU still signals before
@@ -369,6 +372,7 @@ def test_a_real_signal_stops_the_sweep_with_one_line_on_how_to_resume(tmp_path: 
     assert not (out / "summary.csv").exists()
 
 
+@pytest.mark.slow
 def test_the_demo_shared_by_two_processes_gives_the_results_of_one(tmp_path: Path) -> None:
     """`toy demo` runs a process per free core (each one thread); the cells and their seeds fix the
     results, so two processes write what one writes, and what the sweep its help names writes. Run

@@ -114,6 +114,7 @@ def test_every_run_records_alignment_and_uniformity(tmp_path, method: str) -> No
     assert [key for key, _ in PANELS][-2:] == ["alignment", "uniformity"] and "held out" in svg
 
 
+@pytest.mark.slow
 def test_a_sweep_summary_has_alignment_and_uniformity(tmp_path) -> None:
     from mitool.vision.sweep import Evaluation, Grid, expand, run_sweep
     from mitool.vision.sweep.summary import SUMMARY_COLUMNS

@@ -176,6 +176,7 @@ def two_process_states(tmp_path_factory) -> list[dict]:
 
 
 @pytest.mark.parametrize("method", METHODS)
+@pytest.mark.slow
 def test_two_gloo_processes_match_one_process(two_process_states, method: str) -> None:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the workers: with two threads DCLW's sums round differently (1.6e-3 seen)
@@ -194,6 +195,7 @@ def test_two_gloo_processes_match_one_process(two_process_states, method: str) -
                 assert torch.equal(distributed_state[name], value), (rank, name)
 
 
+@pytest.mark.slow
 def test_every_rank_learns_the_flags_raised_on_any_rank(two_process_states) -> None:
     """training_step's flags travel in the step's all-reduce: raised on rank 1 at the second step,
     seen by both ranks at that step and no other (what makes the ranks stop at the same step)."""
@@ -203,6 +205,7 @@ def test_every_rank_learns_the_flags_raised_on_any_rank(two_process_states) -> N
             assert torch.equal(states[method]["raised_flags"], expected), method
 
 
+@pytest.mark.slow
 def test_the_queue_holds_keys_from_all_ranks(two_process_states) -> None:
     first, second = (states["moco"] for states in two_process_states)
     assert int(first["queue_pointer"]) == int(second["queue_pointer"]) == 3 * GLOBAL_BATCH
@@ -210,6 +213,7 @@ def test_the_queue_holds_keys_from_all_ranks(two_process_states) -> None:
 
 
 @pytest.mark.parametrize("loss", NNCLR_LOSSES)
+@pytest.mark.slow
 def test_an_nnclr_step_on_two_gloo_processes_matches_one_process(two_process_states, loss: str) -> None:
     """Neighbours looked up in the support set, the predictions of the global batch as candidates
     (gathered with their gradients), dclw's weight over the global batch: the parameters, the
@@ -224,6 +228,7 @@ def test_an_nnclr_step_on_two_gloo_processes_matches_one_process(two_process_sta
                 assert torch.equal(states["nnclr"][loss][name], value), (rank, name)
 
 
+@pytest.mark.slow
 def test_the_support_set_holds_the_gathered_batch_on_every_rank(two_process_states) -> None:
     """NNCLR writes the view-1 projections of the whole global batch (both ranks' rows, rank 0's
     first) after the step, behind the 12 rows there before: the same support set on both ranks."""
@@ -238,6 +243,7 @@ def test_the_support_set_holds_the_gathered_batch_on_every_rank(two_process_stat
     assert torch.equal(first["support"][:12], single[:12]) and not first["support"][20:].any()
 
 
+@pytest.mark.slow
 def test_shuffle_bn_returns_every_key_to_its_image(two_process_states) -> None:
     for states in two_process_states:
         shuffled, plain = states["shuffled_keys"]
@@ -254,6 +260,7 @@ def test_cross_rank_batch_norm_is_plain_batch_norm_on_one_process() -> None:
     assert torch.allclose(norm.running_var, plain.running_var, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_the_sharded_knn_monitor_gives_the_single_process_result(two_process_states) -> None:
     """Each rank extracts half of each split (fp32, and under bf16 autocast), the queries are
     gathered and the k nearest of each rank's half of the memory merged: the accuracies, memory
@@ -268,6 +275,7 @@ def test_the_sharded_knn_monitor_gives_the_single_process_result(two_process_sta
     assert 0 < single["knn_top1"] <= single["knn_top5"] <= 1
 
 
+@pytest.mark.slow
 def test_hosts_exchange_values_and_rows_of_different_counts(two_process_states) -> None:
     expected = torch.tensor([3.0, 4.0, 7.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
     for states in two_process_states:

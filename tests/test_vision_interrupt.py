@@ -44,6 +44,7 @@ def _wait_for_step(metrics: str, step: int, child: subprocess.Popen, timeout: fl
     [(signal.SIGINT, "1", True), (signal.SIGTERM, "0", False)],
     ids=["ctrl-c-to-the-group-with-a-worker", "sigterm-to-the-process"],
 )
+@pytest.mark.slow
 def test_a_signal_writes_a_checkpoint_at_the_step_and_says_how_to_resume(
     tmp_path, monkeypatch, signal_number: int, workers: str, whole_group: bool
 ) -> None:

@@ -125,6 +125,7 @@ def test_training_figures_from_metrics_records() -> None:
     assert math.isclose(figures["npc_mean"], 0.85)
 
 
+@pytest.mark.slow
 def test_parallel_sweep_summary_figures_and_skip(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
     result = _sweep(out, "--method", "simclr", "--loss", "infonce,dcl", "--parallel", "2")
@@ -155,6 +156,7 @@ def _weights(path: Path) -> dict[str, torch.Tensor]:
     return torch.load(path, map_location="cpu", weights_only=True)["model"]
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_resumes_exactly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run stopped at step 3 of 8 with its checkpoint (what a killed run leaves is its last
     checkpoint) ends, resumed by the sweep, with the weights of the same run made in one go. One
@@ -190,6 +192,7 @@ def _resume_exactly(tmp_path: Path, pretrain: Callable[..., object]) -> None:
         assert torch.equal(whole[key], cut[key]), key
 
 
+@pytest.mark.slow
 def test_sigterm_says_what_finished_and_how_to_resume(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
     command = [sys.executable, "-m", "mitool.cli.main", "vision", "sweep", *TINY, "--out", str(out)]
@@ -210,6 +213,7 @@ def test_sigterm_says_what_finished_and_how_to_resume(tmp_path: Path) -> None:
     assert not (out / "runs" / "simclr-infonce-b16-t0.1-s0" / "result.json").exists()
 
 
+@pytest.mark.slow
 def test_runs_are_shared_across_ranks(tmp_path: Path) -> None:
     """As under torchrun: rank 1 makes run 1 and leaves; rank 0 makes run 0, waits, summarises."""
     out = tmp_path / "sweep"
