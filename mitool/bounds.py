@@ -4,37 +4,29 @@ Every bound takes the scores of a critic f(x, y):
 
 * ``pos``: shape (B,), the scores f(x_i, y_i) of B positive pairs drawn from the joint p(x, y);
 * ``neg``: shape (B, K), the scores f(x_i, y'_ik) of the same B anchors against K samples
-  y'_ik drawn from the marginal p(y), i.e. pairs from the product of marginals p(x)p(y).
+  y'_ik of the marginal p(y), i.e. pairs from the product of marginals p(x)p(y);
 
-and returns a :class:`BoundResult` with
-
-* ``loss``: a differentiable scalar to minimise (training the critic tightens the bound);
-* ``mi``: a scalar, the estimate of I(X; Y) in nats given by the current critic;
-* ``npc``: for the InfoNCE family only, the mean negative-positive-coupling multiplier of the DCL
-  paper, q_B = 1 - e^{pos} / (e^{pos} + sum_k e^{neg_k}), detached; ``None`` elsewhere.
+and returns a :class:`BoundResult`: ``loss``, a differentiable scalar to minimise (training the
+critic tightens the bound); ``mi``, the estimate of I(X; Y) in nats at the current critic; ``npc``,
+for the InfoNCE family only, the DCL paper's mean negative-positive-coupling multiplier
+q_B = 1 - e^{pos} / (e^{pos} + sum_k e^{neg_k}), detached (``None`` elsewhere).
 
 Leading dimensions are independent sets of scores, as in torch.nn.functional: ``pos`` (..., B) and
-``neg`` (..., B, K) give ``loss``, ``mi`` and ``npc`` of shape (...), each entry the bound of its
-own scores alone (R critics trained together, as :mod:`mitool.stacked` stacks them, take one call
-and sum their R losses; no ``torch.func.vmap`` needed, whose per-call cost was most of a small
-batch's step).
+``neg`` (..., B, K) give results of shape (...), each the bound of its own scores alone (R critics
+trained together, as :mod:`mitool.stacked` stacks them, take one call and sum their R losses).
 
-All arithmetic is done in float32 whatever the dtype of the scores (bf16 and fp16 scores from
-autocast are upcast once), and in log space: scores of magnitude 1e3 with K = 65536 neither
-overflow nor give NaN. The InfoNCE family never concatenates ``pos`` and ``neg`` into the
-(B, K+1) matrix that the usual "cat + cross_entropy" formulation builds: the log-sum-exp over the
-negatives is taken once and combined with the positive by ``logaddexp``.
+Arithmetic is in float32 whatever the scores' dtype (bf16 and fp16 are upcast once) and in log
+space: scores of magnitude 1e3 with K = 65536 neither overflow nor give NaN. The InfoNCE family
+never builds the (B, K+1) concatenation of ``pos`` and ``neg``: the negatives' log-sum-exp is taken
+once and combined with the positive by ``logaddexp``.
 
 Notation below: lse is log-sum-exp; means run over anchors i (and negatives k where written).
 
-Use ``get(name, **options)`` for a bound by name, or call the functions. :data:`BOUNDS` is the one
-table of the bounds: for each name its function, options with their defaults and checks, whether it
-is in the InfoNCE family (and which of its forms), what its ``mi`` is, what training makes the
-critic converge to and which bounds may evaluate such a critic. Everything else in mitool (the
-fused paths, the toy study, the estimator, vision, the command line) reads it. (A table of objects,
-unlike the registries of estimators, critics and vision methods, because the bounds are functions
-of this one module that load torch only when they run: :mod:`mitool.estimators` says why each
-registry has its form.)
+``get(name, **options)`` gives a bound by name. :data:`BOUNDS` is the one table of the bounds, which
+the rest of mitool reads: for each name its function, options (defaults, checks), InfoNCE-family
+form, what its ``mi`` is, what training makes the critic converge to and which bounds may evaluate
+such a critic. Why a table, and why leading dimensions rather than vmap: docs/bounds.md,
+"Notes on mitool.bounds".
 """
 
 from __future__ import annotations
@@ -83,16 +75,12 @@ __all__ = [
 
 @dataclass(frozen=True)
 class BoundResult:
-    """What a bound returns.
+    """What a bound returns: scalars, or tensors of the scores' leading shape (...) (see the module).
 
-    loss: scalar tensor to minimise (differentiable with respect to the scores).
-    mi: scalar tensor, the estimate of the mutual information in nats (differentiable, but
-        train on ``loss``).
-    npc: scalar tensor (detached) with the mean negative-positive-coupling multiplier
-        q_B = 1 - softmax weight of the positive among [pos, neg] (Yeh et al. 2021), for the
-        InfoNCE family; ``None`` for the other bounds.
-
-    With scores of leading shape (...) (see the module), each is a tensor of that shape.
+    loss: to minimise (differentiable with respect to the scores).
+    mi: the estimate of the mutual information in nats (differentiable, but train on ``loss``).
+    npc: for the InfoNCE family, the mean negative-positive-coupling multiplier (Yeh et al. 2021)
+        q_B = 1 - the positive's softmax weight among [pos, neg], detached; ``None`` elsewhere.
     """
 
     loss: Tensor
@@ -111,9 +99,8 @@ _DECOUPLED_NPC = "InfoNCE's q_B at these scores (detached)"
 
 
 def _documented(npc: str = "None") -> Callable[[Callable], Callable]:
-    """Fill in a bound function's docstring: ``{scores}``, the Parameters section with pos and neg
-    (the bound's own options follow it), and ``{result}``, the Returns section, the
-    :class:`BoundResult` (``npc``: what its npc is); what every bound's docstring says, written once."""
+    """Fill in a bound's docstring, written once for all: ``{scores}``, the Parameters section with pos
+    and neg (the bound's options follow it); ``{result}``, the Returns section (``npc``: what it is)."""
     result = (
         "Returns\n    -------\n    BoundResult\n        ``loss``, the scalar to minimise; ``mi``, the scalar "
         f"estimate in nats;\n        ``npc``, {npc}."
@@ -166,14 +153,10 @@ def _mean_over_pairs(scores: Tensor) -> Tensor:
 
 @functools.cache
 def _row_logsumexp_function() -> type:
-    """lse_i = log sum_k e^{s_ik} over the last dimension, with a lean backward pass (an autograd
-    Function, made at its first use so that the table of bounds loads without torch).
-
-    torch.logsumexp's own backward computes grad * exp(s - lse) as three (B, K) temporaries; here
-    the gradient is built in place in one (B, K) buffer, which is the gradient itself: the
-    (B, K) memory of a bound's forward and backward is the scores and their gradient.
-    Works under torch.func.vmap and for double backward.
-    """
+    """lse_i = log sum_k e^{s_ik} over the last dimension, an autograd Function (made at first use: the
+    table loads without torch) whose backward builds the gradient in place in one (B, K) buffer, where
+    torch.logsumexp's makes three (B, K) temporaries: a bound's (B, K) memory is the scores and their
+    gradient. Works under torch.func.vmap and for double backward."""
 
     class RowLogSumExp(torch.autograd.Function):
         generate_vmap_rule = True
@@ -207,9 +190,8 @@ def _row_logsumexp(scores: Tensor) -> Tensor:
 def split_scores(scores: Tensor) -> tuple[Tensor, Tensor]:
     """Split a (B, B) all-pairs score matrix S[i, j] = f(x_i, y_j) into ``(pos, neg)``.
 
-    pos = diag(S), shape (B,); neg[i] = the off-diagonal row S[i, j != i] in order, shape
-    (B, B-1), so K = B - 1: every other row of the batch is a negative of anchor i. Leading
-    dimensions (R runs' matrices, (R, B, B)) are kept: pos (R, B), neg (R, B, B - 1).
+    K = B - 1: every other row of the batch is a negative of anchor i. Leading dimensions (R runs'
+    matrices) are kept.
 
     Parameters
     ----------
@@ -221,7 +203,7 @@ def split_scores(scores: Tensor) -> tuple[Tensor, Tensor]:
     pos : Tensor, shape (B,) or (..., B)
         The diagonal, the matched pairs.
     neg : Tensor, shape (B, B - 1) or (..., B, B - 1)
-        Each row without its diagonal entry.
+        Each row without its diagonal entry, S[i, j != i] in order.
 
     Examples
     --------
@@ -253,9 +235,8 @@ def infonce(pos: Tensor, neg: Tensor) -> BoundResult:
         loss = mean_i [ lse(pos_i, neg_i1, ..., neg_iK) - pos_i ]
         mi   = log(K + 1) - loss
 
-    A lower bound on I(X; Y) in expectation over the samples, for any critic; it can never exceed
-    log(K + 1) (the loss is >= 0), so with K negatives it is capped at log(K + 1) nats whatever
-    the true MI.
+    A lower bound on I(X; Y) in expectation over the samples, for any critic, capped at log(K + 1)
+    nats whatever the true MI (the loss is >= 0).
 
     {scores}
 
@@ -277,19 +258,16 @@ def infonce(pos: Tensor, neg: Tensor) -> BoundResult:
 
 @_documented(_FAMILY_NPC)
 def eqco(pos: Tensor, neg: Tensor, alpha: float) -> BoundResult:
-    """EqCo: InfoNCE with the margin calibrated to the number of negatives (Zhu et al. 2020,
-    arXiv 2010.01929).
+    """EqCo: InfoNCE calibrated to the number of negatives (Zhu et al. 2020, arXiv 2010.01929).
 
         loss = mean_i [ lse(pos_i, neg_ik + log(alpha / K)) - pos_i ]
              = mean_i [ log(e^{pos_i} + (alpha / K) * sum_k e^{neg_ik}) - pos_i ]
         mi   = log(alpha + 1) - loss
 
-    In the paper's margin form with similarities s = q.k / tau this is InfoNCE with the margin
-    m = tau * log(alpha / K) subtracted from the positive similarity. Since sum_k e^{neg_ik} is
-    about K * E[e^{neg}], the loss, its gradient and the estimate do not depend on K, only on
-    alpha: the estimate is capped at log(alpha + 1) instead of log(K + 1). At finite K it is an
-    estimate, not a strict bound (it is the InfoNCE bound only when alpha = K, where the two
-    functions are identical).
+    In the paper's margin form (similarities s = q.k / tau) this is InfoNCE with the margin
+    m = tau * log(alpha / K) subtracted from the positive. As sum_k e^{neg_ik} is about K E[e^{neg}],
+    the loss, its gradient and the estimate depend on alpha, not on K: the cap is log(alpha + 1).
+    An estimate, not a strict bound at finite K (it is InfoNCE when alpha = K).
 
     {scores}
     alpha : float
@@ -321,11 +299,9 @@ def dcl(pos: Tensor, neg: Tensor) -> BoundResult:
         loss = mean_i [ lse_k(neg_ik) - pos_i ]          (the positive left out of the denominator)
         mi   = log(K) - loss
 
-    ``mi`` is the InfoNCE-style estimate with the positive removed from the denominator: it is
-    not a bound and not capped, and with an unbounded critic the loss has no lower bound (it
-    goes negative and can run away). With a bounded critic (cosine / temperature) it is well
-    posed; negative loss values are then normal. ``npc`` reports InfoNCE's q_B at these scores,
-    the multiplier DCL removes.
+    An estimate, not a bound, and not capped. With an unbounded critic the loss has no lower bound
+    (it can run away); with a bounded one (cosine / temperature) it is well posed, negative losses
+    being normal. ``npc`` is InfoNCE's q_B at these scores, the multiplier DCL removes.
 
     {scores}
 
@@ -353,10 +329,9 @@ def dclw(pos: Tensor, neg: Tensor, sigma: float = 0.5, temperature: float = 1.0)
         loss = mean_i [ lse_k(neg_ik) - w_i * pos_i ]
         mi   = log(K) - mean_i [ lse_k(neg_ik) - pos_i ]              (the unweighted DCL estimate)
 
-    With vision scores pos = cosine / temperature, pos * temperature / sigma = cosine / sigma is
-    the paper's von Mises-Fisher weighting: easy positives (high similarity) get weight below one,
-    hard ones above. The weight is treated as a constant (no gradient flows through it).
-    ``mi`` is the DCL estimate (not a bound).
+    With vision scores pos = cosine / temperature, the weight is the paper's von Mises-Fisher
+    weighting of cosine / sigma: easy positives weigh below one, hard ones above; no gradient flows
+    through it. ``mi`` is the DCL estimate (not a bound).
 
     {scores}
     sigma : float
@@ -389,12 +364,11 @@ FORMS: tuple[str, ...] = ("coupled", "decoupled", "weighted")
 def family_estimate(
     form: str, loss: Tensor | None, decoupled_mean: Tensor | None, num_negatives: int, weight: float
 ) -> Tensor:
-    """The MI estimate (nats) of a bound of the InfoNCE family from its batch means:
+    """The MI estimate in nats, a scalar tensor, of a bound of the InfoNCE family from its batch means,
+    w being K (infonce) or alpha (eqco):
 
         coupled (infonce, eqco):           log(w + 1) - loss, capped at log(w + 1)
         decoupled, weighted (dcl, dclw):   log K - mean_i(lse_i - pos_i), DCL's (dclw: unweighted)
-
-    with w = K (infonce) or alpha (eqco).
 
     Parameters
     ----------
@@ -408,11 +382,6 @@ def family_estimate(
         K.
     weight : float
         w, the negatives' weight of the coupled form: K, or eqco's alpha.
-
-    Returns
-    -------
-    Tensor
-        The estimate, a scalar.
 
     Examples
     --------
@@ -462,12 +431,13 @@ def _family(
 def from_negative_logsumexp(
     name: str, pos: Tensor, neg_lse: Tensor, num_negatives: int, **options: float
 ) -> BoundResult:
-    """A bound of the InfoNCE family from the positives and the log-sum-exp of the negatives.
+    """The :class:`BoundResult` of a bound of the InfoNCE family from the positives and the
+    log-sum-exp of the negatives, the same as from the negatives themselves.
 
-    Every bound of the family depends on the K negatives of anchor i only through
-    lse_i = log sum_k e^{neg_ik}, so ``from_negative_logsumexp(name, pos, logsumexp(neg, 1), K,
-    **options)`` equals ``get(name, **options)(pos, neg)``. Chunked or fused computations of lse
-    (:mod:`mitool.fused`) use this to reach the same formulas.
+    The family depends on anchor i's K negatives only through lse_i = log sum_k e^{neg_ik}:
+    ``from_negative_logsumexp(name, pos, logsumexp(neg, 1), K, **options)`` equals
+    ``get(name, **options)(pos, neg)``. Chunked or fused computations of lse (:mod:`mitool.fused`)
+    use it to reach the same formulas.
 
     Parameters
     ----------
@@ -481,11 +451,6 @@ def from_negative_logsumexp(
         K >= 1, the negatives behind each lse_i.
     **options : float
         As for :func:`get`: alpha for eqco; sigma and temperature for dclw.
-
-    Returns
-    -------
-    BoundResult
-        The bound's ``loss``, ``mi`` and ``npc``, as from the negatives themselves.
 
     Examples
     --------
@@ -589,10 +554,9 @@ def mine(
 
         ema_t = (1 - rate) * ema_{t-1} + rate * mean_ik(e^{neg_ik})      (ema_1 = the first batch mean)
 
-    so the returned ``loss`` has the value -DV but the gradient
-    -grad mean(pos) + grad mean(e^{neg}) / ema_t; ``mi`` is the DV value (see :func:`dv`). Kept in
-    log space (no overflow). With leading dimensions, one average per set of scores.
-    :class:`Mine` holds the average for you.
+    so ``loss`` has the value -DV but the gradient -grad mean(pos) + grad mean(e^{neg}) / ema_t;
+    ``mi`` is the DV value (:func:`dv`). Kept in log space (no overflow); one average per set of
+    scores (leading dimensions). :class:`Mine` holds the average for you.
 
     {scores}
     log_average : Tensor or None
@@ -635,13 +599,13 @@ def mine(
 
 
 class Mine:
-    """MINE with its moving average held for you: ``Mine(rate)(pos, neg)`` -> BoundResult, the
-    :func:`mine` bound with the average of the previous training calls (value -DV, gradient with
-    the moving average of mean(e^{neg}) in the denominator; ``mi`` is the DV value).
+    """MINE with its moving average held for you: ``Mine(rate)(pos, neg)`` is the BoundResult of
+    :func:`mine` with the average of the previous training calls (value -DV, corrected gradient;
+    ``mi`` is the DV value).
 
-    This object holds state: create one per critic being trained, and call ``reset()`` (or create a
-    new object) to forget the average, e.g. when the data distribution changes. Calls with scores
-    that do not require gradients (evaluation) do not update the average.
+    Holds state: create one per critic trained; ``reset()`` (or a new object) forgets the average,
+    e.g. when the data distribution changes. Calls whose scores do not require gradients
+    (evaluation) leave the average as it was.
 
     Parameters
     ----------
@@ -774,20 +738,19 @@ class BoundOption:
 class Bound:
     """One row of :data:`BOUNDS`.
 
-    name: the bound's name. function: ``function(pos, neg, **options) -> BoundResult`` (for mine
-    the class :class:`Mine`, which holds the moving average; the pure form is :func:`mine`).
-    summary: one line for help texts. estimate: what ``mi`` is (bound or estimate, its ceiling).
-    options: its :class:`BoundOption` s. form: for the InfoNCE family "coupled", "decoupled" or
-    "weighted" (how the positive enters, see :data:`FORMS`; what the fused paths compute), None for
-    the other bounds. weight_option: the coupled form's option that replaces K as the negatives'
-    weight (eqco's alpha); K when None. critic_optimum: a key of :data:`CRITIC_OPTIMA`, where
-    training with this bound drives the critic. tight_for: the critic optima at which this bound's
-    ``mi`` equals the MI (up to sampling and its ceiling): a critic trained with bound A should be
-    evaluated with a bound B whose tight_for holds A's critic_optimum (:func:`evaluators_for`).
-    stateful: its ``get`` object carries state between calls (MINE's moving average).
-    lower_bound: for any fixed critic, the expectation of ``mi`` over the batches is at most the MI
-    (InfoNCE, NWJ, and JS evaluated with NWJ), so a one-sided confidence bound on that expectation
-    from held-out pairs is one on the MI.
+    name: the bound's name. function: ``function(pos, neg, **options) -> BoundResult`` (for mine the
+    class :class:`Mine`, which holds the moving average; the pure form is :func:`mine`). summary: one
+    line for help texts. estimate: what ``mi`` is (bound or estimate, its ceiling). options: its
+    :class:`BoundOption` s. form: for the InfoNCE family "coupled", "decoupled" or "weighted" (how the
+    positive enters, :data:`FORMS`; what the fused paths compute), else None. weight_option: the
+    coupled form's option replacing K as the negatives' weight (eqco's alpha); K when None.
+    critic_optimum: a key of :data:`CRITIC_OPTIMA`, where training with this bound drives the critic.
+    tight_for: the critic optima at which ``mi`` equals the MI (up to sampling and its ceiling): a
+    critic trained with bound A is evaluated with a bound B whose tight_for holds A's critic_optimum
+    (:func:`evaluators_for`). stateful: its ``get`` object carries state between calls (MINE's moving
+    average). lower_bound: for any fixed critic, the expectation of ``mi`` over batches is at most the
+    MI (InfoNCE, NWJ, JS evaluated with NWJ), so a one-sided confidence bound on that expectation from
+    held-out pairs is one on the MI.
     """
 
     name: str
@@ -927,10 +890,8 @@ INFONCE_FAMILY: tuple[str, ...] = tuple(name for name, bound in BOUNDS.items() i
 """The bounds built from a log-sum-exp over the negatives (the contrastive losses of vision)."""
 
 DEFAULT_ALPHA = 1024.0
-"""EqCo's alpha where the estimator (:mod:`mitool.estimators.neural`) or the toy study is given
-none (the table leaves it required: :func:`get` needs it). One value for every K, which is the point
-of EqCo's calibration (the cap and the gradient scale depend on alpha, not on K); its cap
-log(1025) = 6.93 nats is InfoNCE's with the estimator's default block of 1024 held-out pairs."""
+"""EqCo's alpha where the estimator (:mod:`mitool.estimators.neural`) or the toy study is given none
+(:func:`get` requires it); cap log(1025) = 6.93 nats. Why this value: docs/bounds.md, "DEFAULT_ALPHA"."""
 
 
 def _bound(name: str) -> Bound:
@@ -943,14 +904,9 @@ def takes_option(name: str, option: str) -> bool:
     Parameters
     ----------
     name : str
-        A bound's name; a name outside :data:`BOUNDS` (a baseline estimator such as ksg) is allowed.
+        A bound's name; a name outside :data:`BOUNDS` (a baseline estimator such as ksg) gives False.
     option : str
         An option's name (eqco's ``alpha``, smile's ``clip``, ...).
-
-    Returns
-    -------
-    bool
-        True when the bound's options include ``option``; False for a name outside the table.
 
     Examples
     --------
@@ -964,7 +920,7 @@ def takes_option(name: str, option: str) -> bool:
 
 
 def get(name: str, **options: float) -> Callable[[Tensor, Tensor], BoundResult]:
-    """The bound called ``name`` as a function ``(pos, neg) -> BoundResult``.
+    """The bound called ``name`` as a function ``(pos, neg) -> BoundResult``, its options fixed.
 
     Every call of ``get("mine")`` returns a new :class:`Mine` with its own moving average.
 
@@ -976,11 +932,6 @@ def get(name: str, **options: float) -> Callable[[Tensor, Tensor], BoundResult]:
         The bound's parameters (:data:`BOUNDS` lists them with their defaults): ``alpha`` for
         eqco (required), ``sigma`` and ``temperature`` for dclw, ``clip`` for smile, ``rate`` for
         mine. Options a bound does not take are ignored when they are None and rejected otherwise.
-
-    Returns
-    -------
-    callable
-        ``bound(pos, neg) -> BoundResult``, the options fixed.
 
     Examples
     --------
@@ -1007,23 +958,18 @@ def get(name: str, **options: float) -> Callable[[Tensor, Tensor], BoundResult]:
 
 
 def evaluators_for(trained_with: str) -> tuple[str, ...]:
-    """The bounds whose ``mi`` is tight at the critic that training with ``trained_with`` converges to.
+    """The names of the bounds whose ``mi`` is tight at the critic that training with ``trained_with``
+    converges to, in the table's order.
 
-    A critic trained with infonce (optimal only up to a function of the anchor) is scored with
-    the InfoNCE family; one trained with js (the log-ratio itself) also with dv, smile and js
-    (NWJ at f + 1), not with nwj, which needs the critic 1 + log-ratio. A bound outside this list
-    still gives a valid number where it is a lower bound, but a loose one (nwj on an
-    InfoNCE-trained critic can be -1e19).
+    A critic trained with infonce (optimal only up to a function of the anchor) is scored with the
+    InfoNCE family; one trained with js (the log-ratio itself) also with dv, smile and js (NWJ at
+    f + 1), not with nwj, which needs the critic 1 + log-ratio. A bound outside this list still gives
+    a valid number where it is a lower bound, but a loose one: docs/bounds.md, "evaluators_for".
 
     Parameters
     ----------
     trained_with : str
         The name of the bound the critic was trained with (one of :data:`NAMES`).
-
-    Returns
-    -------
-    tuple of str
-        The names of the bounds tight at that critic, in the table's order.
 
     Examples
     --------
