@@ -18,7 +18,7 @@ images (``mitool.vision.data.load_dataset``), the augmentation settings (mitool'
 given to lightly's ``MoCoV2Transform``: crop scale, jitter, blur probability and sigmas, flip;
 lightly's transforms run on PIL images in the loader workers; its blur is PIL's, not a 3-tap
 kernel), epochs, batch, SGD with momentum 0.9 and weight decay, the warmup + cosine learning rate
-per step (``mitool.vision.train.learning_rate``), the temperature, and the kNN evaluator
+per step (``mitool.vision.lr_schedule.learning_rate``), the temperature, and the kNN evaluator
 (``mitool.vision.evaluate.evaluate_knn``, k 200, t 0.1, the 10 000 test images). mitool runs with
 its own defaults for the rest (split-BN and the shuffle for moco on one process, its heads).
 
@@ -180,7 +180,7 @@ def run_lightly(name: str, config, device: torch.device) -> dict[str, Any]:
 
     from mitool.vision.backbones import build_backbone
     from mitool.vision.datasets import load_dataset
-    from mitool.vision.train import learning_rate
+    from mitool.vision.lr_schedule import learning_rate
 
     torch.manual_seed(config.seed)
     backbone, width = build_backbone(config.arch, 1, config.small_stem, config.zero_init_residual)

@@ -40,7 +40,7 @@ from mitool import checks
 from mitool.files import atomic_write_json
 from mitool.locks import hold_folder
 from mitool.processes import (
-    Interruption,  # noqa: F401 - vision/train.py imports it from here still
+    Interruption,  # noqa: F401 - vision/run.py imports it from here still
     sigterm_as_interrupt,
     spawn,
     stop_processes,

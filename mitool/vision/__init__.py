@@ -3,7 +3,8 @@
 Methods: :mod:`mitool.vision.moco` (MoCo v2), :mod:`mitool.vision.simo` (SiMo, EqCo paper),
 :mod:`mitool.vision.simclr` (SimCLR and DCL), :mod:`mitool.vision.nnclr` (NNCLR, with any bound:
 NNCLR + DCL), each a class holding its rules, listed in the
-registry :mod:`mitool.vision.methods` (their shared base: :mod:`mitool.vision.common`); encoders
+registry :mod:`mitool.vision.method_specs` and built by :mod:`mitool.vision.methods` (their shared
+base: :mod:`mitool.vision.common`); encoders
 in :mod:`mitool.vision.backbones`; the training loop in :mod:`mitool.vision.train` with its
 settings in :mod:`mitool.vision.config`; evaluation in :mod:`mitool.vision.knn`,
 :mod:`mitool.vision.evaluate`, :mod:`mitool.vision.linear` and :mod:`mitool.vision.alignment`

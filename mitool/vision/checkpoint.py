@@ -18,25 +18,17 @@ to that form.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import os
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as dist
-from torch import Tensor
 
 from mitool.checks import ParameterError
 from mitool.files import atomic_writer, previous_path
-from mitool.vision import distributed
-
-if TYPE_CHECKING:
-    from mitool.vision.gpu_augment import GPUTwoViewAugment
-    from mitool.vision.train import Run
 
 __all__ = ["FORMAT", "load", "load_latest", "previous_path", "restore_rng_states", "rng_states", "save"]
 
@@ -172,88 +164,6 @@ def restore_rng_states(states: dict[str, Any]) -> None:
     )
     version, internal, gauss = states["python"]
     random.setstate((version, tuple(internal), gauss))
-
-
-# ----------------------------------------------------------------------------------------------
-# a pretraining run's checkpoint: what is saved, and how it is put back
-
-
-def save_checkpoint(run: Run) -> None:
-    """Write OUT/checkpoint.pt atomically (rank 0; every rank takes part in gathering the device
-    augmentation's state): everything :func:`pretrain` needs to continue exactly."""
-    augment_states = _gather_augment_states(run.augment)
-    if not run.is_main:
-        return
-    schedule = run.schedule
-    save(
-        run.checkpoint_path,
-        {
-            "kind": "pretrain",
-            "config": run.config.to_dict(),
-            "dataset_info": dataclasses.asdict(run.info),
-            "model": run.model.state_dict(),
-            "optimizer": run.optimizer.state_dict(),
-            "scaler": run.scaler.state_dict(),
-            "schedule": {
-                "peak_lr": schedule.peak_lr,
-                "warmup_steps": schedule.warmup_steps,
-                "total_steps": schedule.total_steps,
-            },  # fmt: skip
-            "epoch": run.epoch,
-            "step": run.step,
-            "data_order": {"seed": run.config.seed, "epoch": run.epoch, "batches_done": run.batches_done},
-            "rng": rng_states(),
-            "skipped_images": run.skipped.count,
-            "metrics_interval": run.interval.state_dict(),  # the open interval of the metrics records
-            **({"gpu_augment": augment_states} if augment_states is not None else {}),
-        },
-    )
-
-
-def restore_run(run: Run, saved: dict[str, Any]) -> None:
-    """Put the saved model, optimizer, scaler, position, open metrics interval and augmentation
-    state into ``run``; the RNG states wait in ``run.pending_rng`` until the loader has replayed
-    the epoch's batches."""
-    run.model.load_state_dict(saved["model"])
-    fused = [group.get("fused") for group in run.optimizer.param_groups]
-    run.optimizer.load_state_dict(saved["optimizer"])
-    for group, flag in zip(run.optimizer.param_groups, fused, strict=True):
-        if flag is not None or "fused" in group:  # SGD: this run's kernels (an unfused SGD's state loads too)
-            group["fused"] = flag
-    run.scaler.load_state_dict(saved["scaler"])
-    run.epoch, run.step = saved["epoch"], saved["step"]
-    run.batches_done = saved["data_order"]["batches_done"]
-    run.pending_rng = saved["rng"]
-    from mitool.vision.loader import SkippedImages
-
-    run.skipped = SkippedImages(earlier=saved.get("skipped_images", 0))
-    run.interval.load_state_dict(saved.get("metrics_interval"))  # absent in older checkpoints: empty
-    if run.augment is not None:
-        run.augment.load_state_dict(_augment_state_of_rank(saved, run.rank, run.world, run.checkpoint_path))
-
-
-def _gather_augment_states(augment: GPUTwoViewAugment | None) -> list[dict[str, Tensor]] | None:
-    """The device augmentation's generator state of every rank, in rank order (None without it)."""
-    if augment is None:
-        return None
-    state = augment.state_dict()
-    if not distributed.is_distributed():
-        return [state]
-    states: list[Any] = [None] * distributed.world_size()
-    dist.all_gather_object(states, state)
-    return states
-
-
-def _augment_state_of_rank(saved: dict[str, Any], rank: int, world: int, path: str) -> dict[str, Tensor]:
-    states = saved.get("gpu_augment")
-    if not isinstance(states, list) or len(states) != world:
-        count = len(states) if isinstance(states, list) else 0
-        raise ParameterError(
-            "resume",
-            f"needs as many processes as the run in {path} had, with the same gpu_augment: it holds the "
-            f"device augmentation state of {count} process(es), this run has {world}",
-        )
-    return states[rank]
 
 
 def saved_step(path: str) -> int | str:

@@ -3,7 +3,7 @@ line (:class:`ContrastiveMethod`), and the momentum encoder of MoCo and SiMo (:c
 
 A method is one class in one file (:mod:`~mitool.vision.moco`, :mod:`~mitool.vision.simo`,
 :mod:`~mitool.vision.simclr`, :mod:`~mitool.vision.nnclr`), listed in
-:data:`mitool.vision.methods.METHODS`. Its scores are cosine similarities divided by a
+:data:`mitool.vision.method_specs.METHODS`. Its scores are cosine similarities divided by a
 temperature tau: queries and keys are L2-normalised embeddings, so q . k = cos(q, k) and the
 scores lie in [-1/tau, 1/tau]. The loss is a bound of the InfoNCE family of
 :data:`mitool.bounds.BOUNDS`, named by ``loss`` with its options (eqco's alpha, dclw's sigma)
@@ -37,7 +37,7 @@ from mitool.vision import distributed
 
 if TYPE_CHECKING:
     from mitool.vision.config import PretrainConfig
-    from mitool.vision.methods import MethodSpec
+    from mitool.vision.method_specs import MethodSpec
 
 __all__ = [
     "ContrastiveMethod",
@@ -56,7 +56,7 @@ MakeBackbone = Callable[[], tuple[nn.Module, int]]
 class ContrastiveMethod(nn.Module):
     """A contrastive method: ``forward(view_1, view_2)`` -> the bound's result (loss, mi, npc).
 
-    Subclasses set ``spec``, their entry of :data:`mitool.vision.methods.METHODS` (name, summary,
+    Subclasses set ``spec``, their entry of :data:`mitool.vision.method_specs.METHODS` (name, summary,
     defaults, what K means), and may override the class methods that state the method's rules.
     """
 

@@ -5,11 +5,11 @@ gives for the run's dataset (``dataset_defaults`` of the method's class), the me
 default (``defaults``: the paper's values, see :mod:`mitool.vision.moco`,
 :mod:`~mitool.vision.simo`, :mod:`~mitool.vision.simclr` and :mod:`~mitool.vision.nnclr`), then
 :data:`DEFAULTS` below. The optimizer, left unset, is the method's for the run's global batch
-(:meth:`mitool.vision.methods.MethodSpec.default_optimizer`: LARS for simclr and nnclr from
+(:meth:`mitool.vision.method_specs.MethodSpec.default_optimizer`: LARS for simclr and nnclr from
 their ``lars_from_batch`` on, else SGD; a resumed run keeps its own); with LARS, :data:`LARS_DEFAULTS`
 come before the dataset's and the method's rows. The loss's options (eqco's alpha, dclw's sigma) are those of
 :data:`mitool.bounds.BOUNDS`, defaulted the same way. The methods themselves are looked up in
-:data:`mitool.vision.methods.METHODS`.
+:data:`mitool.vision.method_specs.METHODS`.
 
 All methods: momentum 0.9, cosine decay after the warmup, lr = base_lr x global_batch / 256, 200
 epochs, global batch 256, embeddings of 128 (nnclr: 256); with SGD weight decay 1e-4, with LARS
@@ -34,7 +34,7 @@ from mitool.vision.choices import (
     LARS_TRUST_COEFFICIENT,
     OPTIMIZERS,
 )
-from mitool.vision.methods import METHODS, MethodSpec, method_class, method_spec
+from mitool.vision.method_specs import METHODS, MethodSpec, method_spec
 
 __all__ = [
     "BN_MODES",
@@ -50,7 +50,6 @@ __all__ = [
     "LinearConfig",
     "PretrainConfig",
     "default_gpu_augment",
-    "method_class",
     "resolve_defaults",
 ]
 

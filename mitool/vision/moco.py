@@ -66,7 +66,7 @@ from mitool.bounds import BoundResult
 from mitool.vision import distributed
 from mitool.vision.choices import EMBEDDING_DIM
 from mitool.vision.common import MakeBackbone, MomentumMethod, own_image_share, ring_buffer_write
-from mitool.vision.methods import METHODS
+from mitool.vision.method_specs import METHODS
 
 if TYPE_CHECKING:
     from mitool.vision.config import PretrainConfig
@@ -88,7 +88,7 @@ class MoCo(MomentumMethod):
     eqco, dcl, dclw) and loss_options its options (dclw's temperature is ``temperature``);
     queue_size: K; shuffle_bn: shuffle the key batch (across ranks under DDP, within the device
     otherwise, to pair with a split-BN backbone); False when the BN is synchronised instead.
-    Settings left None take the method's defaults (:data:`mitool.vision.methods.METHODS`).
+    Settings left None take the method's defaults (:data:`mitool.vision.method_specs.METHODS`).
     """
 
     spec = METHODS["moco"]

@@ -79,7 +79,7 @@ from mitool import checks
 from mitool.bounds import BoundResult
 from mitool.vision import distributed
 from mitool.vision.common import ContrastiveMethod, MakeBackbone, own_image_share, ring_buffer_write
-from mitool.vision.methods import METHODS
+from mitool.vision.method_specs import METHODS
 
 if TYPE_CHECKING:
     from mitool.vision.config import PretrainConfig
@@ -170,7 +170,7 @@ class NNCLR(ContrastiveMethod):
     make_backbone: returns (backbone, feature_width); loss: a bound of the InfoNCE family (infonce,
     the paper's; dcl, dclw, eqco) with loss_options its options; support_size: S, the support set's
     rows; embedding_dim: d. Settings left None take the method's defaults
-    (:data:`mitool.vision.methods.METHODS`).
+    (:data:`mitool.vision.method_specs.METHODS`).
     """
 
     spec = METHODS["nnclr"]

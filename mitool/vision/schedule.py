@@ -1,8 +1,5 @@
-"""The learning-rate schedule of a pretraining run, and its fitting to a time box.
-
-    lr(step) = peak * (step + 1) / warmup                                       for step < warmup
-    lr(step) = peak * (1 + cos(pi * (step - warmup) / (total - warmup))) / 2    afterwards
-    peak     = base_lr * global_batch / 256                                     (the linear scaling rule)
+"""The learning-rate schedule of a pretraining run (:class:`Schedule`, the warmup and cosine decay
+of :mod:`mitool.vision.lr_schedule`), as its settings plan it, and its fitting to a time box.
 
 With ``max_minutes`` and ``fit_schedule`` a run measures its speed over its first
 :data:`FIT_PROBE_STEPS` steps and shortens ``total`` to the steps that fit in the time
@@ -13,20 +10,19 @@ learning rate; the length decided is recorded as ``schedule_steps``.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 
 from mitool.vision import distributed
+from mitool.vision.lr_schedule import Schedule, learning_rate
 
 if TYPE_CHECKING:
     from mitool.vision.config import PretrainConfig
     from mitool.vision.loader import SkippingDataLoader
-    from mitool.vision.train import Run
+    from mitool.vision.run import Run
 
 __all__ = [
     "FIT_MARGIN",
@@ -37,28 +33,6 @@ __all__ = [
     "plan_schedule",
     "steps_that_fit",
 ]
-
-
-def learning_rate(step: int, total_steps: int, warmup_steps: int, peak: float) -> float:
-    """Linear warmup over ``warmup_steps`` to ``peak``, then cosine decay to 0 at ``total_steps``."""
-    if step < warmup_steps:
-        return peak * (step + 1) / warmup_steps
-    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
-    return peak * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """The run's length and learning rate: ``steps_per_epoch`` (batches of the local loader),
-    ``total_steps`` over all epochs, ``warmup_steps`` and the ``peak_lr`` after the warmup."""
-
-    steps_per_epoch: int
-    total_steps: int
-    warmup_steps: int
-    peak_lr: float
-
-    def lr(self, step: int) -> float:
-        return learning_rate(step, self.total_steps, self.warmup_steps, self.peak_lr)
 
 
 def plan_schedule(config: PretrainConfig, loader: SkippingDataLoader) -> Schedule:

@@ -55,7 +55,7 @@ from mitool.bounds import BoundResult
 from mitool.vision import distributed
 from mitool.vision.choices import EMBEDDING_DIM
 from mitool.vision.common import ContrastiveMethod, MakeBackbone
-from mitool.vision.methods import METHODS
+from mitool.vision.method_specs import METHODS
 
 if TYPE_CHECKING:
     from mitool.vision.config import PretrainConfig
@@ -114,7 +114,8 @@ class SimCLR(ContrastiveMethod):
 
     make_backbone: returns (backbone, feature_width); loss: a bound of the InfoNCE family, e.g.
     infonce (SimCLR), dcl or dclw (DCL), with loss_options its options (dclw's temperature is
-    ``temperature``). Settings left None take the method's defaults (:data:`mitool.vision.methods.METHODS`).
+    ``temperature``). Settings left None take the method's defaults
+    (:data:`mitool.vision.method_specs.METHODS`).
     """
 
     spec = METHODS["simclr"]

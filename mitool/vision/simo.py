@@ -49,7 +49,7 @@ from mitool.bounds import BoundResult
 from mitool.vision import distributed
 from mitool.vision.choices import EMBEDDING_DIM
 from mitool.vision.common import MakeBackbone, MomentumMethod
-from mitool.vision.methods import METHODS
+from mitool.vision.method_specs import METHODS
 
 if TYPE_CHECKING:
     from mitool.vision.config import PretrainConfig
@@ -90,7 +90,7 @@ class SiMo(MomentumMethod):
 
     make_backbone: returns (backbone, feature_width); loss: a bound of the InfoNCE family ("eqco"
     in SiMo) and loss_options its options (alpha for eqco, sigma for dclw); negatives: K sampled
-    per query. Settings left None take the method's defaults (:data:`mitool.vision.methods.METHODS`).
+    per query. Settings left None take the method's defaults (:data:`mitool.vision.method_specs.METHODS`).
     """
 
     spec = METHODS["simo"]

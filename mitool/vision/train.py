@@ -59,32 +59,31 @@ import os
 import random
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from mitool import checks
 from mitool.files import atomic_write_text
 from mitool.locks import hold_folder
 from mitool.progress import Progress
-from mitool.runner import Interruption, Launch, make_out
+from mitool.runner import Launch, make_out
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision import distributed
 from mitool.vision.alignment import HeldOutBatch
 from mitool.vision.augment import two_view_transform
-from mitool.vision.checkpoint import restore_run, save_checkpoint, saved_step
-from mitool.vision.common import ContrastiveMethod
+from mitool.vision.checkpoint import saved_step
 from mitool.vision.config import RESUMABLE_CHANGES, PretrainConfig, resolve_defaults
 from mitool.vision.datasets import DatasetInfo, dataset_info, load_dataset, pretraining_split
 from mitool.vision.evaluate import evaluate_knn
 from mitool.vision.gpu_augment import GPUTwoViewAugment, loader_options
-from mitool.vision.loader import SkippedImages, SkippingDataLoader, default_workers, make_loader
+from mitool.vision.loader import SkippingDataLoader, default_workers, make_loader
 from mitool.vision.methods import build_method, method_class
-from mitool.vision.records import Interval, MetricsLog, keep_records_up_to, write_config
-from mitool.vision.schedule import Schedule, fit_schedule_to_time, plan_schedule
+from mitool.vision.records import MetricsLog, keep_records_up_to, write_config
+from mitool.vision.run import CHECKPOINT_NAME, Run, restore_run, save_checkpoint
+from mitool.vision.schedule import fit_schedule_to_time, plan_schedule
 from mitool.vision.step import (
     StepResult,
     TrainingDiverged,
@@ -94,68 +93,6 @@ from mitool.vision.step import (
 )
 
 __all__ = ["CHECKPOINT_NAME", "Run", "TrainingInterrupted", "pretrain", "start_run", "summary"]
-
-CHECKPOINT_NAME = "checkpoint.pt"
-
-
-@dataclass
-class Run:
-    """What the set-up, the epochs and the checkpoints of a pretraining run share.
-
-    The where-we-are counters: ``epoch`` (epochs completed), ``step`` (optimizer steps made),
-    ``batches_done`` (batches of the current epoch consumed, the position to replay on resume).
-    ``pending_rng``: the saved RNG states, put back once the resumed epoch's batches are replayed.
-    ``stopped_by``: why the run stops before its last epoch ("max_steps", "max_minutes",
-    "schedule_end" of a fitted schedule, or the signal's name), None while it trains. ``last_lr``:
-    the learning rate of the last step. ``fit_probe``: (step, time) where a time-boxed run started
-    measuring its speed (:func:`fit_schedule_to_time`). ``unchecked_grad_norm``: the last step's
-    gradient norm (a device tensor) while no host read has checked it yet. ``held_out``: the fixed
-    held-out images of the alignment and uniformity (read at the first evaluation, rank 0 only).
-    """
-
-    config: PretrainConfig
-    method: type[ContrastiveMethod]
-    info: DatasetInfo
-    device: torch.device
-    rank: int
-    world: int
-    loader: SkippingDataLoader
-    augment: GPUTwoViewAugment | None
-    schedule: Schedule
-    model: nn.Module
-    step_model: nn.Module
-    optimizer: torch.optim.Optimizer
-    scaler: torch.amp.GradScaler
-    metrics: MetricsLog
-    epoch: int = 0
-    step: int = 0
-    batches_done: int = 0
-    pending_rng: dict[str, Any] | None = None
-    stopped_by: str | None = None
-    last_lr: float = 0.0
-    fit_probe: tuple[int, float] | None = None
-    unchecked_grad_norm: Tensor | None = None
-    started: float = field(default_factory=time.perf_counter)
-    skipped: SkippedImages = field(default_factory=SkippedImages)
-    interval: Interval = field(default_factory=Interval)
-    interruption: Interruption = field(default_factory=lambda: Interruption())
-    last_metrics: dict[str, Any] = field(default_factory=dict)
-    last_knn: dict[str, Any] = field(default_factory=dict)
-    last_alignment: dict[str, Any] = field(default_factory=dict)
-    held_out: HeldOutBatch | None = None
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-    @property
-    def checkpoint_path(self) -> str:
-        return os.path.join(self.config.out, CHECKPOINT_NAME)
-
-    @property
-    def epochs_done(self) -> float:
-        """Epochs completed, with the fraction of the current one (the ``epoch`` of the records)."""
-        return round(self.epoch + self.batches_done / self.schedule.steps_per_epoch, 4)
 
 
 class TrainingInterrupted(KeyboardInterrupt):
