@@ -29,7 +29,7 @@ sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from harness import argument_parser  # noqa: E402
 
-from mitool.files import read_csv  # noqa: E402
+from mitool._infra.files import read_csv  # noqa: E402
 
 PERCENT = ("knn_top1", "knn_top5", "linear_top1")
 """Columns shown in % (fractions in summary.csv)."""

@@ -23,8 +23,8 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from mitool.files import atomic_write_text
-from mitool.progress import Progress
+from mitool._infra.files import atomic_write_text
+from mitool._infra.progress import Progress
 
 __all__ = [
     "Progress",
@@ -224,18 +224,18 @@ def environment(device: torch.device) -> dict[str, object]:
 
 def made_by() -> dict[str, str]:
     """What made a result: the command as typed from the repository's root, and the versions with
-    the git revision (:func:`mitool.runner.versions`)."""
+    the git revision (:func:`mitool._infra.runner.versions`)."""
     import shlex
     import sys
 
-    from mitool.runner import versions
+    from mitool._infra.runner import versions
 
     script = os.path.relpath(os.path.abspath(sys.argv[0]))
     return {"command": shlex.join(["python", script, *sys.argv[1:]]), **versions()}
 
 
 def write_json(path: str, data: object) -> None:
-    """Write ``data`` as JSON atomically (:func:`mitool.files.atomic_write_text`); a dict gets
+    """Write ``data`` as JSON atomically (:func:`mitool._infra.files.atomic_write_text`); a dict gets
     ``made_by`` (:func:`made_by`), so that every committed result says how to make it again."""
     if isinstance(data, dict):
         data = {**data, "made_by": made_by()}

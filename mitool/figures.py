@@ -2,7 +2,7 @@
 
 Figures are made to be read at a paper column's width: :data:`COLUMN_WIDTH` inches across (two
 columns: :data:`PAGE_WIDTH`), fonts of at least 8 pt (:func:`paper_style`), and saved through
-:func:`save`, which writes the file atomically (:mod:`mitool.files`) and closes the figure.
+:func:`save`, which writes the file atomically (:mod:`mitool._infra.files`) and closes the figure.
 matplotlib is imported when a figure is made, not before (the command line stays fast), and
 :func:`pyplot` is the one place that chooses its backend (Agg: files only): the modules that draw
 call it (or :func:`paper_style`) rather than importing ``matplotlib.pyplot`` themselves.
@@ -62,7 +62,7 @@ def paper_style() -> Iterator[Any]:
 def save(figure: Any, path: str | Path, file_format: str | None = None, dpi: int = 200) -> Path:
     """Write ``figure`` to ``path`` atomically in ``file_format`` (default: the path's extension),
     tightly cropped, and close it; returns the path."""
-    from mitool.files import atomic_write_bytes
+    from mitool._infra.files import atomic_write_bytes
 
     path = Path(path)
     chosen = check_format(file_format or path.suffix.lstrip(".").lower() or "png")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mitool import checks
-from mitool.lazy import lazy_import
+from mitool._infra.lazy import lazy_import
 
 if TYPE_CHECKING:
     from torch import Tensor

@@ -33,7 +33,7 @@ import math
 from typing import TYPE_CHECKING
 
 from mitool import checks, maps
-from mitool.lazy import lazy_import
+from mitool._infra.lazy import lazy_import
 
 if TYPE_CHECKING:
     from torch import Tensor

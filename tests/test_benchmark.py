@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from mitool._infra.files import read_csv
+from mitool._infra.runner import SettingsDiffer
 from mitool.benchmark import figures as benchmark_figures
 from mitool.benchmark import suites
 from mitool.benchmark.run import (
@@ -28,8 +30,6 @@ from mitool.benchmark.run import (
 from mitool.benchmark.suites import get_task
 from mitool.checks import ParameterError
 from mitool.cli.main import main
-from mitool.files import read_csv
-from mitool.runner import SettingsDiffer
 
 TINY_NEURAL = EstimatorSpec("infonce-tiny", "infonce", {"steps": 30, "hidden": 8, "batch_size": 16})
 TASKS = (get_task("normal-dense-1x1-0.75"), get_task("normal-dense-2x2"))

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mitool.files import TEMPORARY_SUFFIX, atomic_write_text, remove_leftovers
-from mitool.locks import hold_folder, lock_path
+from mitool._infra.files import TEMPORARY_SUFFIX, atomic_write_text, remove_leftovers
+from mitool._infra.locks import hold_folder, lock_path
 
 MITOOL = [sys.executable, "-m", "mitool.cli.main"]
 TOY = ["toy", "sweep", "--estimators", "infonce", "--negatives", "4", "--seeds", "1", "--mi", "2", "--quiet"]
@@ -63,7 +63,7 @@ def _one_line(stderr: str) -> str:
 def _holder(out: Path):
     """Another process holding the lock of ``out`` until the block ends (then killed with SIGKILL)."""
     code = (
-        "import sys, time; from pathlib import Path; from mitool.locks import hold_folder\n"
+        "import sys, time; from pathlib import Path; from mitool._infra.locks import hold_folder\n"
         "with hold_folder(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(120)"
     )
     process = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE, text=True)
@@ -123,7 +123,7 @@ def _state(pid: int) -> str | None:
 def test_run_processes_end_when_their_launcher_is_killed_with_sigkill(tmp_path) -> None:
     """The runner's spawn (what ``vision sweep`` starts its runs with): a launcher killed with
     SIGKILL takes its run processes with it."""
-    code = ("import sys, time; from mitool.processes import spawn\n"
+    code = ("import sys, time; from mitool._infra.processes import spawn\n"
             "child = spawn([sys.executable, '-c', 'import time; time.sleep(120)'], open(sys.argv[1], 'w'))\n"
             "print(child.pid, flush=True); time.sleep(120)")  # fmt: skip
     launcher = subprocess.Popen(
@@ -149,7 +149,8 @@ def test_a_pool_worker_whose_owner_died_before_it_asked_ends_at_once() -> None:
     """die_with_parent (a pool worker's first step): the parent-death signal covers only a parent
     that ends after the request, so a worker whose owner is gone already ends there."""
     code = (
-        "import sys; from mitool.processes import die_with_parent as die; die(int(sys.argv[1])); print('on')"
+        "import sys; from mitool._infra.processes import die_with_parent as die; "
+        "die(int(sys.argv[1])); print('on')"
     )
     worker = subprocess.run([sys.executable, "-c", code, str(_dead_pid())], capture_output=True, text=True)
     assert worker.returncode == -signal.SIGKILL and worker.stdout == ""
@@ -159,8 +160,8 @@ def test_a_pool_worker_that_is_not_its_owners_child_ends_with_the_owner() -> Non
     """A worker started by a fork server is the fork server's child, and the fork server outlives
     the owner while a worker holds its pipe: the worker watches the owner itself."""
     owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    code = ("import sys, time; from mitool.processes import die_with_parent as die; die(int(sys.argv[1]))\n"
-            "print('on', flush=True); time.sleep(120)")  # fmt: skip
+    code = ("import sys, time; from mitool._infra.processes import die_with_parent as die; "
+            "die(int(sys.argv[1]))\nprint('on', flush=True); time.sleep(120)")  # fmt: skip
     worker = subprocess.Popen([sys.executable, "-c", code, str(owner.pid)], stdout=subprocess.PIPE, text=True)
     try:
         assert worker.stdout.readline().strip() == "on"
@@ -178,7 +179,7 @@ def test_a_forked_child_does_not_keep_the_lock_of_its_dead_owner(tmp_path) -> No
     """A process forked while the lock is held (a local pool's worker) and left running after its
     owner's SIGKILL does not hold the folder's lock: the next run takes it over."""
     out = tmp_path / "out"
-    code = ("import os, sys, time; from pathlib import Path; from mitool.locks import hold_folder\n"
+    code = ("import os, sys, time; from pathlib import Path; from mitool._infra.locks import hold_folder\n"
             "with hold_folder(Path(sys.argv[1])):\n"
             "    child = os.fork()\n"
             "    if child == 0:\n        time.sleep(120); os._exit(0)\n"
@@ -203,7 +204,7 @@ def test_a_lock_still_held_by_what_a_dead_owner_left_names_those_processes(tmp_p
     a moment, then named, rather than the dead owner said to be writing."""
     import socket
 
-    from mitool import locks
+    from mitool._infra import locks
 
     monkeypatch.setattr(locks, "ORPHANS_WAIT", 0.5)
     out, dead = tmp_path / "out", _dead_pid()
@@ -296,7 +297,7 @@ def test_a_signal_inside_a_step_stops_the_loop_after_it(number: str, raised: str
     import os
     import signal
 
-    from mitool.processes import Interruption
+    from mitool._infra.processes import Interruption
 
     finished = []
     with pytest.raises(KeyboardInterrupt) as stopped, Interruption() as interruption:
@@ -354,7 +355,7 @@ def test_an_injected_enospc_in_a_checkpoint_write_is_one_line_and_keeps_the_old_
     def full(descriptor: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("mitool.files.os.fsync", full)
+    monkeypatch.setattr("mitool._infra.files.os.fsync", full)
     result = CliRunner().invoke(
         main,
         ["vision", "pretrain", *VISION, "--negatives", "16", "--epochs", "2", "--resume", "--out", str(out)],

@@ -1,4 +1,4 @@
-"""mitool.files: the one atomic writer (old file intact on error, no temporary left, 0644, .prev)."""
+"""mitool._infra.files: the one atomic writer (old file intact on error, no temporary left, 0644, .prev)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from mitool.files import (
+from mitool._infra.files import (
     atomic_write_json,
     atomic_write_text,
     atomic_writer,

@@ -1,11 +1,11 @@
-"""mitool.progress: in place on a terminal, plain lines every N% elsewhere, honest rates on resume."""
+"""mitool._infra.progress: in place on a terminal, plain lines every N% elsewhere, honest rates on resume."""
 
 from __future__ import annotations
 
 import io
 import re
 
-from mitool.progress import Progress
+from mitool._infra.progress import Progress
 
 
 def test_off_a_terminal_a_plain_line_every_ten_percent_and_no_carriage_return():

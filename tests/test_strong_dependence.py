@@ -13,11 +13,11 @@ from click.testing import CliRunner
 from scipy.special import digamma
 
 import mitool
+from mitool._infra.files import read_csv
 from mitool.checks import ParameterError
 from mitool.cli.main import main
 from mitool.estimators.base import Estimate
 from mitool.estimators.ksg import SATURATION_GAP, ksg_ceiling
-from mitool.files import read_csv
 from mitool.trust import FLOW_BIAS_ALLOWANCE, beyond_the_ceiling
 
 

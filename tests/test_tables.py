@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 from scipy import integrate, stats
 
+from mitool._infra.files import read_csv
 from mitool.benchmark import tables
 from mitool.cli.main import main
-from mitool.files import read_csv
 
 
 @pytest.fixture

@@ -1,10 +1,10 @@
 """Several threads of one process estimate at once, and each gets the value it gets alone.
 
 Each test runs a fresh interpreter, torch not yet imported, so that the threads reach the lazy
-import of torch together (:mod:`mitool.lazy`). The probe first makes four calls in four threads
+import of torch together (:mod:`mitool._infra.lazy`). The probe first makes four calls in four threads
 released at once by a barrier, then the same four calls one after the other, and prints both; they
 must agree to the bit. Each call draws its networks' initial weights and its batches from
-generators of its own (:mod:`mitool.seeding`), so the sequential calls also leave torch's
+generators of its own (:mod:`mitool._infra.seeding`), so the sequential calls also leave torch's
 process-wide generator as they found it. The networks are small and briefly trained to keep the
 tests short: what is compared is only that threads change nothing.
 """
@@ -102,7 +102,7 @@ def test_independence_tests_from_four_threads_equal_those_made_alone() -> None:
 _LAZY_PROBE = """
 import sys, threading
 
-from mitool.lazy import lazy_import
+from mitool._infra.lazy import lazy_import
 
 torch = lazy_import("torch")
 assert "torch._C" not in sys.modules

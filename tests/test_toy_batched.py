@@ -162,7 +162,7 @@ def test_a_signal_after_the_last_steps_check_still_stops_the_run(monkeypatch) ->
     import os
     import signal
 
-    from mitool.processes import Interruption, Terminated
+    from mitool._infra.processes import Interruption, Terminated
     from mitool.toy import batched
 
     total = TINY.total_steps

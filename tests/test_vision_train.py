@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from mitool import bounds
+from mitool._infra.files import TEMPORARY_SUFFIX
 from mitool.bounds import BoundResult
-from mitool.files import TEMPORARY_SUFFIX
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision.config import PretrainConfig
 from mitool.vision.schedule import learning_rate

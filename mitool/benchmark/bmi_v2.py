@@ -53,8 +53,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from mitool import maps
+from mitool._infra.lazy import lazy_import
 from mitool.benchmark.bmi_v1 import bmi_v1_suite
-from mitool.lazy import lazy_import
 from mitool.tasks import Mapped, Standardised, Task
 
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from mitool import maps
+from mitool._infra.lazy import lazy_import
 from mitool.benchmark.discrete import _numpy_generator
-from mitool.lazy import lazy_import
 from mitool.tasks import Task
 
 torch = lazy_import("torch")

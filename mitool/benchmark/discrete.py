@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mitool.lazy import lazy_import
+from mitool._infra.lazy import lazy_import
 from mitool.tasks import Task
 
 torch = lazy_import("torch")

@@ -85,7 +85,7 @@ import numpy as np
 from scipy import optimize, special
 
 from mitool import checks, maps
-from mitool.lazy import lazy_import
+from mitool._infra.lazy import lazy_import
 from mitool.tasks import Mapped, MultivariateNormal, StudentT, Task, mi_to_rho, student_t_entropy_term
 
 if TYPE_CHECKING:

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mitool._infra.files import atomic_write_text, read_csv
 from mitool.figures import COLUMN_WIDTH, PAGE_WIDTH, paper_style, save
-from mitool.files import atomic_write_text, read_csv
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mitool import checks, maps
-from mitool.lazy import lazy_import
+from mitool._infra.lazy import lazy_import
 from mitool.tasks import Mapped, MultivariateNormal, StudentT, Task, mi_to_rho, student_t_entropy_term
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """The MI benchmark: estimators x tasks with closed-form MI x sample sizes x seeds, resumable and
-shared by ranks (the grid runs on :mod:`mitool.runner`).
+shared by ranks (the grid runs on :mod:`mitool._infra.runner`).
 
 A *cell* is one estimator, one task and one sample size n with every seed: seed s draws n pairs of
 the task (from a generator seeded by s and the task's name, so every estimator sees the same data)
@@ -32,11 +32,11 @@ from pathlib import Path
 import numpy as np
 
 from mitool import bounds, checks, critics, estimators
+from mitool._infra.files import read_csv, write_csv
+from mitool._infra.runner import Launch, check_config, holding, run_grid, versions
 from mitool.benchmark import suites
 from mitool.estimation import DefaultEstimator, all_setting_names
 from mitool.estimators.base import DivergenceError
-from mitool.files import read_csv, write_csv
-from mitool.runner import Launch, check_config, holding, run_grid, versions
 
 __all__ = [
     "RESULT_COLUMNS",

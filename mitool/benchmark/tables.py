@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mitool.files import atomic_write_text, write_csv
+from mitool._infra.files import atomic_write_text, write_csv
 
 __all__ = [
     "COLUMNS",

@@ -77,9 +77,9 @@ def benchmark(
     same OUT skips finished cells (Ctrl-C or SIGTERM says which are saved). Under `torchrun
     --nproc-per-node N` cell i goes to rank i mod N and rank 0 writes the results.
     """
+    from mitool._infra.runner import Launch
     from mitool.benchmark import figures, suites
     from mitool.benchmark.run import Precision, plan_from_names
-    from mitool.runner import Launch
     from mitool.runtime import set_threads_to_free_cores
 
     set_threads_to_free_cores()
@@ -115,8 +115,8 @@ def benchmark(
 
 def _run(out: Path, plan, device: str, quiet: bool, launch) -> Path | None:
     """run_benchmark with a progress bar over this rank's cells, in :func:`resumable_run`'s shell."""
+    from mitool._infra.progress import Progress
     from mitool.benchmark.run import interruption_note, run_benchmark
-    from mitool.progress import Progress
 
     bars: list[Progress] = []
 
@@ -135,9 +135,9 @@ _NOT_FOR_TABLES = ("estimators", "tasks", "sizes", "seeds", "device", "file_form
 def _tables(out_path: Path, quiet: bool) -> None:
     """``--suite tables``: :func:`mitool.benchmark.tables.run_tables` with a progress bar, then its
     summary; without scikit-learn one line and exit 2."""
+    from mitool._infra.progress import Progress
     from mitool.benchmark import tables
     from mitool.cli.errors import flag_of
-    from mitool.progress import Progress
 
     context = click.get_current_context()
     for name in _NOT_FOR_TABLES:

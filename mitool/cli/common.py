@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterator, Sequence
 import click
 
 from mitool import checks
+from mitool._infra.processes import Terminated, sigterm_as_interrupt
+from mitool._infra.progress import Progress
+from mitool._infra.runner import RanksMissing, SettingsDiffer
 from mitool.checks import ParameterError
-from mitool.processes import Terminated, sigterm_as_interrupt
-from mitool.progress import Progress
-from mitool.runner import RanksMissing, SettingsDiffer
 
 __all__ = [
     "EstimateProgress",
@@ -220,9 +220,9 @@ def resumable_run(label: str, note: Callable[[], str], bars: Sequence[Progress])
     """The shell of a resumable command (``toy sweep``, ``benchmark``) around its work: SIGTERM acts
     as Ctrl-C, and on either the progress ``bars`` are closed, one line ``<label> stopped by
     SIGINT: <note()>`` (what is saved, how to resume) goes to stderr and the program exits with
-    128 + the signal's number. A :class:`mitool.runner.SettingsDiffer` is re-raised with the
+    128 + the signal's number. A :class:`mitool._infra.runner.SettingsDiffer` is re-raised with the
     settings named by the command's options (``--seeds`` for ``seeds``); ranks that never came
-    (:class:`mitool.runner.RanksMissing`) are one line, exit 1."""
+    (:class:`mitool._infra.runner.RanksMissing`) are one line, exit 1."""
     from mitool.cli.errors import flag_of
 
     try:

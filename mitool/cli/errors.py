@@ -23,7 +23,7 @@ WRITE_ERRORS = frozenset(
     {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ELOOP, errno.EACCES, errno.EPERM, errno.EIO}
 )
 """errno values of a file system that refuses to store (full, read-only, looped, not ours): one line
-naming the path and the cause, exit 1; whatever was written before stays whole (mitool.files)."""
+naming the path and the cause, exit 1; whatever was written before stays whole (mitool._infra.files)."""
 
 
 def _raise_storage_error(error: OSError) -> None:

@@ -80,12 +80,12 @@ def matrix_command(
     (Ctrl-C, SIGTERM), the same command goes on from them. Bad input is one line and exit code 2;
     a lost worker, Dask scheduler or Dask workers, one line with the command that resumes, exit 1.
     """
+    from mitool._infra.processes import WorkersLost
+    from mitool._infra.progress import Progress
     from mitool.checks import ParameterError
     from mitool.cli.common import command_line, log_line, resumable_run
     from mitool.cli.io import load_samples
     from mitool.matrix import mi_matrix
-    from mitool.processes import WorkersLost
-    from mitool.progress import Progress
 
     if permutations is not None and permutations < 1:
         raise ParameterError("permutations", f"must be a whole number >= 1, got {permutations}")

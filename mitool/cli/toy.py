@@ -96,9 +96,9 @@ def run_command(
     OUT/summary.csv, OUT/staircase.FORMAT and OUT/config.json; with --beside, OUT/beside.csv (each
     estimator's estimate at each stage, its interval open above where it is a lower bound).
     """
+    from mitool._infra.progress import Progress
     from mitool.cli.common import check_device, parse_list
     from mitool.figures import check_format
-    from mitool.progress import Progress
     from mitool.runtime import set_threads_to_free_cores
     from mitool.toy import plots, study
     from mitool.toy.beside import check_beside, estimates_beside, write_beside
@@ -126,10 +126,10 @@ def _run_sweep(
     out: str, grid: Grid, settings: ToySettings, quiet: bool, file_format: str, caption: bool = True
 ) -> list[Path]:
     """Run the sweep in :func:`resumable_run`'s shell; the paths written (none on ranks above 0)."""
+    from mitool._infra.progress import Progress
+    from mitool._infra.runner import Launch
     from mitool.cli.common import check_device
     from mitool.figures import check_format
-    from mitool.progress import Progress
-    from mitool.runner import Launch
     from mitool.toy import plots, study
 
     check_device(settings.device)
@@ -211,8 +211,8 @@ def demo_command(
     defaults runs the full protocol (K up to 1024, 4000 steps per stage).
     """
     from mitool import checks
+    from mitool._infra.runner import local_ranks
     from mitool.cli.common import program_words
-    from mitool.runner import local_ranks
     from mitool.runtime import free_cores, set_threads_to_free_cores
 
     count = 1 if device != "cpu" else checks.whole_number("processes", processes or min(free_cores(), 4), 1)

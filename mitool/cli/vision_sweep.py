@@ -73,7 +73,7 @@ def sweep(context: click.Context, parallel: int, out: str, quiet: bool, **option
       mitool vision sweep --method simo --loss eqco,infonce --negatives 4,16,64,256 --alpha 256 \\
           --seeds 0,1 --arch small-cnn --dataset fashion-mnist --batch-size 256 --epochs 3 --out OUT
     """
-    from mitool.runner import Launch
+    from mitool._infra.runner import Launch
     from mitool.runtime import free_cores, set_threads_to_free_cores
     from mitool.vision.config import PretrainConfig
     from mitool.vision.sweep import SweepFailed, expand, run_sweep

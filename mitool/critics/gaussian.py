@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mitool.lazy import lazy_import
+from mitool._infra.lazy import lazy_import
 
 if TYPE_CHECKING:
     from torch import Tensor

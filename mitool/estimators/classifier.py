@@ -103,8 +103,8 @@ class Classifier(Estimator):
     def _estimate(self, x, y, z, seed, progress) -> Estimate:
         import torch
 
+        from mitool._infra.seeding import seeded
         from mitool.critics.networks import mlp
-        from mitool.seeding import seeded
 
         settings = self.settings
         labels = category_codes(y)

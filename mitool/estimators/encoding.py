@@ -53,8 +53,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from mitool import checks
+from mitool._infra.lazy import lazy_import
 from mitool.estimators.base import Progress
-from mitool.lazy import lazy_import
 
 torch = lazy_import("torch")
 
@@ -150,7 +150,7 @@ def encode(
     principal = torch.as_tensor((rows - mean) @ axes[:components].T / scale, dtype=torch.float32)
     explained = float((singular[:components] ** 2).sum() / (singular**2).sum())
     linear = principal[:, :dimension] / principal[train][:, :dimension].std(0).clamp_min(1e-12)
-    from mitool.seeding import seeded
+    from mitool._infra.seeding import seeded
 
     with seeded(seed):  # the initial weights from a generator of their own
         encoder, decoder = _mlp(components, hidden, dimension), _mlp(dimension, hidden, components)

@@ -102,6 +102,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mitool import checks
+from mitool._infra.lazy import lazy_import
 from mitool.critics import NetworkSettings
 from mitool.critics.gaussian import canonical_maps
 from mitool.estimators.base import (
@@ -117,7 +118,6 @@ from mitool.estimators.gaussian import plugin_mi_bias
 from mitool.estimators.preparation import PREPARATIONS, Split, part_sizes, split_pairs
 from mitool.estimators.rows import collinearity, refuse_collinear
 from mitool.estimators.stopping import KeepBest
-from mitool.lazy import lazy_import
 from mitool.settings import setting
 
 if TYPE_CHECKING:
@@ -284,7 +284,7 @@ class _Model:
                               - 0.5 * (dim_x + dim_y) * _LOG_2PI)  # fmt: skip
         tensor = partial(torch.as_tensor, dtype=torch.float32, device=settings.device)
         self.mean_x, self.mean_y, self.map_x, self.map_y = map(tensor, (mean_x, mean_y, map_x, map_y))
-        from mitool.seeding import seeded
+        from mitool._infra.seeding import seeded
 
         with seeded(seed):  # the flows' initial weights from a generator of their own
             self.module = torch.nn.ModuleDict({"x": _flow(dim_x, settings), "y": _flow(dim_y, settings)})

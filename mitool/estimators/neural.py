@@ -534,9 +534,9 @@ def _stacked_critics(
     settings: NeuralSettings, dims: tuple[int, int], seeds: Sequence[int], start_at_zero: bool
 ) -> Any:
     """R critics, critic r initialised from a generator seeded with ``seeds[r]``
-    (:func:`mitool.seeding.seeded`; its output layer zero when ``start_at_zero``: it corrects a base
+    (:func:`mitool._infra.seeding.seeded`; its output layer zero when ``start_at_zero``: it corrects a base
     critic), stacked on the device."""
-    from mitool.seeding import seeded
+    from mitool._infra.seeding import seeded
     from mitool.stacked import StackedCritics
 
     made = []

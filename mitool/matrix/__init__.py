@@ -64,11 +64,11 @@ normal tail fitted to the null would not be a valid way round it: the null is sk
 **Resumable.** With ``out`` a folder, the pairs go in blocks (:func:`block_size` pairs each, a
 number that depends only on the number of pairs) and the shared null in blocks of
 :data:`NULL_BLOCK` permutations; each finished block is written atomically
-(:mod:`mitool.files`: a temporary file moved into place) under OUT/pairs and OUT/null, next to
+(:mod:`mitool._infra.files`: a temporary file moved into place) under OUT/pairs and OUT/null, next to
 OUT/config.json, which names the data (a fingerprint), the estimator and the seeds. A run stopped
 at any point (Ctrl-C, SIGTERM, a lost machine) and started again with the same arguments reads the
 finished blocks and computes the rest; other data or settings in the same folder are refused
-(:class:`mitool.runner.SettingsDiffer`). The folder's lock keeps two runs from writing it at once.
+(:class:`mitool._infra.runner.SettingsDiffer`). The folder's lock keeps two runs from writing it at once.
 
 **Where it runs.** On one machine, in ``workers`` processes (default: the free cores,
 :func:`mitool.runtime.free_cores`), each computing one block at a time on one thread (the k-d

@@ -28,7 +28,7 @@ def _fingerprint(columns: Sequence[np.ndarray] | np.ndarray | None) -> str | Non
 
 
 def _save(path: Path, result: Any) -> None:
-    from mitool.files import atomic_writer
+    from mitool._infra.files import atomic_writer
 
     with atomic_writer(path) as stream:
         if isinstance(result, dict):
@@ -67,8 +67,8 @@ def _folder(out: str | Path | None, config: dict[str, Any]) -> Iterator[Path | N
     if out is None:
         yield None
         return
-    from mitool.locks import hold_folder
-    from mitool.runner import check_config, make_out
+    from mitool._infra.locks import hold_folder
+    from mitool._infra.runner import check_config, make_out
 
     path = make_out(out)
     with hold_folder(path):

@@ -75,7 +75,7 @@ class MatrixResult:
     def to_csv(self, path: str | Path) -> Path:
         """Write the pairs (:meth:`pairs`) as CSV, atomically: column_a, column_b, mi, ci_low,
         ci_high, pvalue, qvalue; returns the path."""
-        from mitool.files import write_csv
+        from mitool._infra.files import write_csv
 
         path = Path(path)
         write_csv(path, ("column_a", "column_b", "mi", "ci_low", "ci_high", "pvalue", "qvalue"), self.pairs())

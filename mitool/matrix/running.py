@@ -15,12 +15,13 @@ _WORKER_DATA: tuple[Columns, np.ndarray | None] | None = None
 
 
 def _set_worker_data(data: Columns, given: np.ndarray | None, owner: int) -> None:
-    """A worker process's initializer: killed with its parent (:func:`mitool.processes.die_with_parent`;
-    ``owner`` the PID that made the pool); the data, once; one thread for everything."""
+    """A worker process's initializer: killed with its parent
+    (:func:`mitool._infra.processes.die_with_parent`; ``owner`` the PID that made the pool); the data,
+    once; one thread for everything."""
     import os
     import signal
 
-    from mitool.processes import die_with_parent
+    from mitool._infra.processes import die_with_parent
 
     die_with_parent(owner)
     global _WORKER_DATA
@@ -59,14 +60,14 @@ def _run_processes(tasks: list[Task], data: Columns, given: np.ndarray | None,
     fresh, where there is none), which re-imports the main module as multiprocessing does. Either
     way a worker dies with this process (:func:`_set_worker_data`). A worker that dies under the
     run (killed, or by the out-of-memory killer) stops it with
-    :class:`mitool.processes.WorkersLost`; the finished blocks are already saved."""
+    :class:`mitool._infra.processes.WorkersLost`; the finished blocks are already saved."""
     import multiprocessing
     import os
     import threading
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
-    from mitool.processes import WorkersLost
+    from mitool._infra.processes import WorkersLost
 
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
@@ -122,12 +123,12 @@ def _run_dask(tasks: list[Task], data: Columns, given: np.ndarray | None,
     """The blocks on a Dask cluster: the data scattered once, one task per block. A lost scheduler
     or lost workers (the blocks under way cancelled, the scattered data gone with the workers that
     held it, a block whose workers died each time it ran) stop the run with
-    :class:`mitool.processes.WorkersLost`; the finished blocks are already saved."""
+    :class:`mitool._infra.processes.WorkersLost`; the finished blocks are already saved."""
     from concurrent.futures import CancelledError
 
     from distributed import KilledWorker, as_completed
 
-    from mitool.processes import WorkersLost
+    from mitool._infra.processes import WorkersLost
 
     lost = (CancelledError, KilledWorker, OSError, TimeoutError)  # CommClosedError is an OSError
     futures: dict[Any, str] = {}

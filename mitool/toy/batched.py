@@ -41,9 +41,9 @@ import torch
 from torch import Tensor, nn
 
 from mitool import bounds, critics, tasks
+from mitool._infra.files import atomic_write_bytes
+from mitool._infra.processes import Interruption
 from mitool.estimators.critic_training import training_values
-from mitool.files import atomic_write_bytes
-from mitool.processes import Interruption
 from mitool.stacked import StackedCritics
 from mitool.toy.config import RunSpec, ToySettings
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mitool import checks
-from mitool.files import read_csv, write_csv
+from mitool._infra.files import read_csv, write_csv
 
 if TYPE_CHECKING:
     from mitool.toy.config import ToySettings

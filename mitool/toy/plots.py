@@ -33,8 +33,8 @@ from matplotlib import ticker
 from matplotlib.lines import Line2D
 
 from mitool import bounds, checks, critics
+from mitool._infra.files import read_csv
 from mitool.figures import PAGE_WIDTH, check_format, paper_style, pyplot, save
-from mitool.files import read_csv
 from mitool.toy.beside import read_beside
 
 if TYPE_CHECKING:

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mitool import bounds, checks, critics
-from mitool.files import atomic_write_json, read_csv, write_csv
-from mitool.runner import Launch, check_config, holding, run_grid, versions
+from mitool._infra.files import atomic_write_json, read_csv, write_csv
+from mitool._infra.runner import Launch, check_config, holding, run_grid, versions
 from mitool.settings import Settings, setting
 
 if TYPE_CHECKING:
@@ -366,14 +366,14 @@ def sweep(
     log: Log | None = None,
     launch: Launch | None = None,
 ) -> Path | None:
-    """Run every unfinished cell of this rank (on :mod:`mitool.runner`), then (rank 0) wait for all
+    """Run every unfinished cell of this rank (on :mod:`mitool._infra.runner`), then (rank 0) wait for all
     cells and write ``OUT/summary.csv``; returns its path on rank 0 and None elsewhere.
 
     ``progress_factory(total_steps)`` is called once with the number of training steps this rank
     has to run (finished cells not counted) and returns the progress callback, called as
     ``progress(steps, estimate, note)``. ``log`` gets one-line messages (divergences, skipped
     cells). A rerun on the same ``out`` skips finished cells; with other settings it raises
-    :class:`mitool.runner.SettingsDiffer`. Interrupted (KeyboardInterrupt), the finished cells stay
+    :class:`mitool._infra.runner.SettingsDiffer`. Interrupted (KeyboardInterrupt), the finished cells stay
     saved: :func:`interruption_note` says which.
     """
     launch = launch or Launch.from_environment()

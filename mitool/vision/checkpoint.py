@@ -1,6 +1,6 @@
 """Checkpoint files: written atomically, read without running code, rejected clearly when damaged.
 
-Writing (:func:`save`): through :func:`mitool.files.atomic_writer`, a temporary file in the same
+Writing (:func:`save`): through :func:`mitool._infra.files.atomic_writer`, a temporary file in the same
 directory, flushed and fsync'ed; the current checkpoint (if any) gets the second name
 ``<name>.prev`` (a hard link) and the temporary file is renamed to the final name. A crash at any
 point leaves the old or the new file whole under the final name, and the previous checkpoint
@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from mitool._infra.files import atomic_writer, previous_path
 from mitool.checks import ParameterError
-from mitool.files import atomic_writer, previous_path
 
 __all__ = ["FORMAT", "load", "load_latest", "previous_path", "restore_rng_states", "rng_states", "save"]
 
@@ -38,7 +38,7 @@ FORMAT = "mitool.vision/1"
 
 def save(path: str, state: dict[str, Any]) -> None:
     """Write ``state`` (plus the ``format`` marker) to ``path`` atomically; keep the old file as
-    ``path.prev`` (:func:`mitool.files.previous_path`). Serialised in memory first, so that a
+    ``path.prev`` (:func:`mitool._infra.files.previous_path`). Serialised in memory first, so that a
     failing disk (full, read-only) raises its own OSError, not torch's wrapped RuntimeError."""
     buffer = io.BytesIO()
     torch.save({"format": FORMAT, **state}, buffer)

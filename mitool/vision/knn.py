@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from mitool.progress import Progress
+from mitool._infra.progress import Progress
 from mitool.vision.choices import KNN_K, KNN_TEMPERATURE
 
 __all__ = [

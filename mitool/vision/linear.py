@@ -30,8 +30,8 @@ from torch import Tensor, nn
 from torch.utils.data import Dataset
 
 from mitool import checks
-from mitool.files import atomic_write_json
-from mitool.progress import Progress
+from mitool._infra.files import atomic_write_json
+from mitool._infra.progress import Progress
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision import distributed
 from mitool.vision.augment import eval_transform, linear_train_transform

@@ -32,7 +32,7 @@ import os
 import time
 from typing import Any
 
-from mitool.files import appending, atomic_write_json, atomic_write_text
+from mitool._infra.files import appending, atomic_write_json, atomic_write_text
 
 __all__ = [
     "CONFIG_NAME",

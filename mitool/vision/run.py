@@ -15,8 +15,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from mitool._infra.runner import Interruption
 from mitool.checks import ParameterError
-from mitool.runner import Interruption
 from mitool.vision import distributed
 from mitool.vision.alignment import HeldOutBatch
 from mitool.vision.checkpoint import rng_states, save

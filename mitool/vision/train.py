@@ -34,7 +34,7 @@ augmentations come from its own stream).
 A NaN or infinite loss or gradient norm stops the run before the optimizer step with
 :class:`mitool.vision.step.TrainingDiverged`, naming the step; the last checkpoint on disk is the
 last good one. SIGINT and SIGTERM stop it after the step in progress, with a checkpoint
-(:class:`mitool.runner.Interruption`, :class:`TrainingInterrupted`).
+(:class:`mitool._infra.runner.Interruption`, :class:`TrainingInterrupted`).
 
 OUT/metrics.jsonl gets, every ``log_every`` steps, the means over the interval of loss, mi (the
 bound's estimate in nats), npc (the mean NPC multiplier q_B), grad_norm, and lr, images_per_second
@@ -66,10 +66,10 @@ import torch
 from torch import Tensor
 
 from mitool import checks
-from mitool.files import atomic_write_text
-from mitool.locks import hold_folder
-from mitool.progress import Progress
-from mitool.runner import Launch, make_out
+from mitool._infra.files import atomic_write_text
+from mitool._infra.locks import hold_folder
+from mitool._infra.progress import Progress
+from mitool._infra.runner import Launch, make_out
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision import distributed
 from mitool.vision.alignment import HeldOutBatch

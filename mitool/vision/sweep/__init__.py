@@ -2,7 +2,7 @@
 
 * :mod:`~mitool.vision.sweep.grid`: the axes and their expansion into checked runs;
 * :mod:`~mitool.vision.sweep.worker`: one run (pretraining, kNN, linear probe) in its own process;
-* :mod:`~mitool.vision.sweep.launcher`: the runs' processes on :mod:`mitool.runner`, the progress;
+* :mod:`~mitool.vision.sweep.launcher`: the runs' processes on :mod:`mitool._infra.runner`, the progress;
 * :mod:`~mitool.vision.sweep.summary` and :mod:`~mitool.vision.sweep.plots`: OUT/summary.csv and
   the figures (knn_vs_k, knn_vs_batch, curves).
 """

@@ -1,4 +1,4 @@
-"""Running a vision sweep on :mod:`mitool.runner`: each run in a process of its own
+"""Running a vision sweep on :mod:`mitool._infra.runner`: each run in a process of its own
 (:mod:`mitool.vision.sweep.worker`) into ``OUT/runs/<name>/``, ``parallel`` at a time, with one
 progress bar over the images of every run; then (rank 0) the summary and the figures.
 
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mitool.files import atomic_write_json
-from mitool.progress import Progress
-from mitool.runner import Launch, Processes, check_config, holding, run_grid, spawn
+from mitool._infra.files import atomic_write_json
+from mitool._infra.progress import Progress
+from mitool._infra.runner import Launch, Processes, check_config, holding, run_grid, spawn
 from mitool.vision.choices import smoke_test_note
 from mitool.vision.sweep.grid import Evaluation, SweepRun
 from mitool.vision.sweep.worker import RESULT_FILE, RUN_FILE

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mitool.files import write_csv
+from mitool._infra.files import write_csv
 from mitool.vision.records import read_records
 from mitool.vision.sweep.worker import RESULT_FILE, RUN_FILE
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mitool.files import atomic_write_json
+from mitool._infra.files import atomic_write_json
 from mitool.vision.sweep.grid import Evaluation
 
 __all__ = ["RESULT_FILE", "RUN_FILE", "main", "run_in_this_process"]

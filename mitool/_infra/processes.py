@@ -1,5 +1,5 @@
 """The processes the runs start and the signals that stop them, for every grid of runs (the toy
-sweep, the MI benchmark, the vision sweep; :mod:`mitool.runner`) and for one training run.
+sweep, the MI benchmark, the vision sweep; :mod:`mitool._infra.runner`) and for one training run.
 
 * :func:`spawn` starts a child that gets SIGTERM when its parent dies, however it dies (a
   parent-death signal), so no run goes on alone after a ``kill -9`` of the sweep;

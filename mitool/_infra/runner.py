@@ -4,7 +4,7 @@ A grid is a list of cells, each with a ``name`` and a ``finished()`` test (a fil
 last, atomically). :func:`run_grid`
 
 1. holds the output folder's lock for the time of the run (one writer per folder and rank,
-   :mod:`mitool.locks`);
+   :mod:`mitool._infra.locks`);
 2. checks OUT/config.json against the grid's settings (:class:`SettingsDiffer` names each one
    that differs; rank 0 writes it);
 3. gives cell i to rank i mod WORLD_SIZE (:class:`Launch`, from RANK, WORLD_SIZE and LOCAL_RANK
@@ -12,7 +12,7 @@ last, atomically). :func:`run_grid`
    *rank* here is always a process's place among the processes of a launcher (torchrun's RANK),
    never a listing order or a rank score;
 4. skips the finished cells and runs the others: in this process (``run(cell)``), or each in a
-   process of its own, ``parallel`` at a time (:class:`Processes`, :func:`mitool.processes.spawn`);
+   process of its own, ``parallel`` at a time (:class:`Processes`, :func:`mitool._infra.processes.spawn`);
 5. on rank 0, waits for the other ranks' cells with one line naming the ranks awaited, and stops
    with :class:`RanksMissing` naming them when one never starts or stops showing signs of life
    (every rank touches OUT/.ranks/rank<r> every few seconds while it runs).
@@ -20,7 +20,7 @@ last, atomically). :func:`run_grid`
 SIGTERM stops the run as Ctrl-C does (a KeyboardInterrupt where the program is): finished cells
 stay saved, the processes of a cell are terminated (they save what they can) and
 :func:`mitool.cli.common.resumable_run` prints the one line on what is saved. How processes are
-started and stopped and how signals are caught is :mod:`mitool.processes`.
+started and stopped and how signals are caught is :mod:`mitool._infra.processes`.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mitool import checks
-from mitool.files import atomic_write_json
-from mitool.locks import hold_folder
-from mitool.processes import (
+from mitool._infra.files import atomic_write_json
+from mitool._infra.locks import hold_folder
+from mitool._infra.processes import (
     Interruption,  # noqa: F401 - vision/run.py imports it from here still
     sigterm_as_interrupt,
     spawn,
@@ -144,7 +144,7 @@ def versions() -> dict[str, str]:
 
 
 def _git_revision() -> str:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     try:
         revision = subprocess.run(
             ["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=12"],

@@ -9,7 +9,7 @@ owner's PID, host and command. A second writer of the same folder is refused wit
 block ends the file is removed (a process that opened it just before finds, once it holds the lock,
 that the file is no longer the one at the path, and starts again). Once the lock is held, the
 temporary files of writes that a killed process left in the folder are removed
-(:func:`mitool.files.remove_leftovers`).
+(:func:`mitool._infra.files.remove_leftovers`).
 
 Only the process that took the lock holds it. A process forked from it (a worker of a local pool)
 would share the ``flock`` through the inherited descriptor and keep it after the owner died, so
@@ -32,8 +32,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from mitool._infra.files import _running, remove_leftovers
 from mitool.checks import ParameterError
-from mitool.files import _running, remove_leftovers
 
 __all__ = ["FolderInUse", "hold_folder", "lock_path"]
 
