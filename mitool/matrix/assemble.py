@@ -30,8 +30,8 @@ def _assemble(names: tuple[str, ...], n: int, pairs: np.ndarray, blocks: list[sl
     per_pair["qvalue"] = fdr_qvalues(per_pair["pvalue"], fdr)
     matrices = {name: _symmetric(values, pairs, width) for name, values in per_pair.items()}
     on_shared = shared | (labelled >= 0)  # a pair on the numeric columns' null or a discrete column's
-    shared_matrix = _symmetric_mask(on_shared, pairs, width)
-    tail_matrix = _symmetric_mask(tailed, pairs, width)
+    shared_matrix = _symmetric(on_shared, pairs, width, empty=False)
+    tail_matrix = _symmetric(tailed, pairs, width, empty=False)
     for index in range(len(blocks)):
         notes.extend(note for note in results[f"pairs-{index:05d}"]["notes"] if note not in notes)
     scheme = "shared" if on_shared.all() else "pair" if not on_shared.any() else "mixed"
@@ -65,8 +65,7 @@ def _shared_pvalues(per_pair: dict[str, np.ndarray], shared: np.ndarray, null_ro
     """How many null rows reach each pair on the shared null (else 0); its p-values put in ``per_pair``."""
     reached = np.zeros(len(shared), dtype=np.intp)
     if shared.any():
-        observed = np.column_stack([per_pair["statistic"][shared], per_pair["linear"][shared]])
-        per_pair["pvalue"][shared] = min_p_combination(observed, null_rows)[0]
+        _combined_against(per_pair, shared, null_rows)
         reached[shared] = np.round(per_pair["pvalue"][shared] * (len(null_rows) + 1)).astype(np.intp) - 1
     return reached
 
@@ -75,12 +74,17 @@ def _discrete_pvalues(per_pair: dict[str, np.ndarray], results: dict[str, Any], 
                       discrete_nulls: list[int]) -> None:  # fmt: skip
     """Write into ``per_pair`` the p-values of each discrete column's pairs against its own null."""
     for column in discrete_nulls:
-        rows = labelled == column
         column_null = np.concatenate(
             [results[key] for key in sorted(results) if key.startswith(f"labels{column}-")]
         )
-        observed = np.column_stack([per_pair["statistic"][rows], per_pair["linear"][rows]])
-        per_pair["pvalue"][rows] = min_p_combination(observed, column_null)[0]
+        _combined_against(per_pair, labelled == column, column_null)
+
+
+def _combined_against(per_pair: dict[str, np.ndarray], rows: np.ndarray, null: np.ndarray) -> None:
+    """Write into ``per_pair`` the p-values of the pairs ``rows``: the min-p combination of their
+    statistic and linear statistic against the rows of ``null`` (B, 2)."""
+    observed = np.column_stack([per_pair["statistic"][rows], per_pair["linear"][rows]])
+    per_pair["pvalue"][rows] = min_p_combination(observed, null)[0]
 
 
 def _method(job: Job, fdr: str, n_pairs: int, shared: np.ndarray, labelled: np.ndarray,
@@ -114,17 +118,10 @@ def _method(job: Job, fdr: str, n_pairs: int, shared: np.ndarray, labelled: np.n
     return method
 
 
-def _symmetric(values: np.ndarray, pairs: np.ndarray, width: int) -> np.ndarray:
-    """(width, width): the pairs' values at (a, b) and (b, a), NaN elsewhere."""
-    matrix = np.full((width, width), np.nan)
-    matrix[pairs[:, 0], pairs[:, 1]] = values
-    matrix[pairs[:, 1], pairs[:, 0]] = values
-    return matrix
-
-
-def _symmetric_mask(values: np.ndarray, pairs: np.ndarray, width: int) -> np.ndarray:
-    """(width, width) booleans: the pairs' flags at (a, b) and (b, a), False elsewhere."""
-    matrix = np.zeros((width, width), dtype=bool)
+def _symmetric(values: np.ndarray, pairs: np.ndarray, width: int, empty: float = np.nan) -> np.ndarray:
+    """(width, width): the pairs' values at (a, b) and (b, a), ``empty`` elsewhere: floats with NaN,
+    or flags (booleans) with ``empty=False``."""
+    matrix = np.full((width, width), empty, dtype=bool if isinstance(empty, bool) else float)
     matrix[pairs[:, 0], pairs[:, 1]] = values
     matrix[pairs[:, 1], pairs[:, 0]] = values
     return matrix
