@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mitool.vision.config import PretrainConfig, resolve_defaults
-from mitool.vision.methods import METHODS
+from mitool.vision.method_specs import METHODS
 
 
 @pytest.mark.parametrize("method", list(METHODS))

@@ -20,7 +20,7 @@ from mitool.cli.main import main
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision.config import LARS_DEFAULTS, PretrainConfig, resolve_defaults
 from mitool.vision.lars import LARS, lars_parameter_groups
-from mitool.vision.methods import LARS_FROM_BATCH
+from mitool.vision.method_specs import LARS_FROM_BATCH
 from mitool.vision.step import make_optimizer, skips_on_device
 from mitool.vision.train import pretrain
 

@@ -18,7 +18,8 @@ from mitool.vision.backbones import SplitBatchNorm2d, build_backbone
 from mitool.vision.common import momentum_update
 from mitool.vision.config import PretrainConfig, resolve_defaults
 from mitool.vision.datasets import SyntheticImages
-from mitool.vision.methods import METHODS, build_method, method_class
+from mitool.vision.method_specs import METHODS
+from mitool.vision.methods import build_method, method_class
 from mitool.vision.moco import MoCo
 from mitool.vision.simclr import SimCLR, in_batch_scores
 from mitool.vision.simo import SiMo, sample_negative_indices

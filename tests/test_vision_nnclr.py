@@ -17,7 +17,8 @@ from mitool.cli.main import main
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision.backbones import build_backbone
 from mitool.vision.config import PretrainConfig, resolve_defaults
-from mitool.vision.methods import METHODS, build_method, method_class
+from mitool.vision.method_specs import METHODS
+from mitool.vision.methods import build_method, method_class
 from mitool.vision.nnclr import NNCLR, nearest_neighbours, support_scores
 from mitool.vision.train import pretrain
 

@@ -15,7 +15,7 @@ from mitool._infra.files import TEMPORARY_SUFFIX
 from mitool.bounds import BoundResult
 from mitool.vision import checkpoint as checkpoints
 from mitool.vision.config import PretrainConfig
-from mitool.vision.schedule import learning_rate
+from mitool.vision.lr_schedule import learning_rate
 from mitool.vision.simclr import SimCLR
 from mitool.vision.step import TrainingDiverged
 from mitool.vision.train import pretrain

@@ -2,7 +2,7 @@
 
 The options of ``pretrain`` are made from :class:`mitool.vision.config.PretrainConfig` (names, help,
 defaults), those of ``linear`` from :class:`~mitool.vision.config.LinearConfig`; the defaults shown
-that depend on the method come from the registry (:data:`mitool.vision.methods.METHODS`, its
+that depend on the method come from the registry (:data:`mitool.vision.method_specs.METHODS`, its
 defaults per dataset). Option names are the Python names of the settings, so an error of the
 library (``batch_size must be ...``) is shown with the flag the user typed (``--batch-size``).
 torch, torchvision and matplotlib load when a command runs, not for its help.
@@ -27,7 +27,7 @@ from mitool.cli.vision_sweep import sweep
 from mitool.figures import FORMATS
 from mitool.vision.choices import KNN_K, KNN_TEMPERATURE
 from mitool.vision.config import DEFAULTS, LARS_DEFAULTS, LOSS_OPTION_SETTINGS, LinearConfig, PretrainConfig
-from mitool.vision.methods import METHODS
+from mitool.vision.method_specs import METHODS
 
 __all__ = ["resume_command", "vision"]
 

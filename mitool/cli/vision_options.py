@@ -1,12 +1,12 @@
 """The options that ``vision pretrain`` and ``vision sweep`` share, made from
 :class:`mitool.vision.config.PretrainConfig`, with the defaults that depend on the method shown per
-method (from :data:`mitool.vision.methods.METHODS`)."""
+method (from :data:`mitool.vision.method_specs.METHODS`)."""
 
 from __future__ import annotations
 
 from mitool.cli.options import OptionSpec, option_specs
 from mitool.vision.config import DEFAULTS, LARS_DEFAULTS, PretrainConfig
-from mitool.vision.methods import METHODS
+from mitool.vision.method_specs import METHODS
 
 __all__ = ["METHOD_DEPENDENT", "default_text", "pretrain_options"]
 

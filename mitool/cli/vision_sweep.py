@@ -18,7 +18,7 @@ from mitool.cli.common import command_line, log_line, parse_list, resumable_run
 from mitool.cli.errors import FriendlyCommand
 from mitool.cli.options import given_options, option_specs, settings_options
 from mitool.cli.vision_options import pretrain_options
-from mitool.vision.methods import METHODS
+from mitool.vision.method_specs import METHODS
 from mitool.vision.sweep.grid import Evaluation, Grid
 
 __all__ = ["sweep"]

@@ -16,7 +16,7 @@ bounds (:data:`mitool.bounds.BOUNDS`) are a table of objects, their functions al
 that loads torch only when a bound runs, and the table states their options and which may evaluate
 which; the critics (:data:`mitool.critics.CRITICS`) are named by class name, because a critic is an
 ``nn.Module`` subclass, whose class statement needs torch, all in one module; the vision methods
-(:data:`mitool.vision.methods.METHODS`) name their class as ``module:Class``, because each is a
+(:data:`mitool.vision.method_specs.METHODS`) name their class as ``module:Class``, because each is a
 module of its own that imports torch at the top.
 
 :data:`DEFAULTS` names the estimator :func:`mitool.estimate` uses for each kind of data

@@ -1,9 +1,9 @@
 """The contrastive methods by name: the class of each (:func:`method_class`) and the module a run
 builds from its settings (:func:`build_method`).
 
-The registry (:data:`METHODS`: for each ``--method`` name its summary, its defaults, what K means
-for it, and its class as ``module:Class``) is :mod:`mitool.vision.method_specs`, which needs no
-torch; its names are importable from here too. The class (a
+The registry (:data:`~mitool.vision.method_specs.METHODS`: for each ``--method`` name its
+summary, its defaults, what K means for it, and its class as ``module:Class``) is
+:mod:`mitool.vision.method_specs`, which needs no torch. The class (a
 :class:`~mitool.vision.common.ContrastiveMethod` in the method's own file:
 :mod:`~mitool.vision.moco`, :mod:`~mitool.vision.simo`, :mod:`~mitool.vision.simclr`,
 :mod:`~mitool.vision.nnclr`) loads when a run builds it (:func:`method_class`).
@@ -14,13 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from mitool.vision.method_specs import (
-    FASHION_MNIST_SHORT_SCHEDULE,
-    LARS_FROM_BATCH,
-    METHODS,
-    MethodSpec,
-    method_spec,
-)
+from mitool.vision.method_specs import method_spec
 
 if TYPE_CHECKING:
     import torch
@@ -28,15 +22,7 @@ if TYPE_CHECKING:
     from mitool.vision.common import ContrastiveMethod
     from mitool.vision.config import PretrainConfig
 
-__all__ = [
-    "FASHION_MNIST_SHORT_SCHEDULE",
-    "LARS_FROM_BATCH",
-    "METHODS",
-    "MethodSpec",
-    "build_method",
-    "method_class",
-    "method_spec",
-]
+__all__ = ["build_method", "method_class"]
 
 
 def method_class(name: str) -> type[ContrastiveMethod]:

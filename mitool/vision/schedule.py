@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from mitool.vision import distributed
-from mitool.vision.lr_schedule import Schedule, learning_rate
+from mitool.vision.lr_schedule import Schedule
 
 if TYPE_CHECKING:
     from mitool.vision.config import PretrainConfig
@@ -27,9 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FIT_MARGIN",
     "FIT_PROBE_STEPS",
-    "Schedule",
     "fit_schedule_to_time",
-    "learning_rate",
     "plan_schedule",
     "steps_that_fit",
 ]

@@ -19,7 +19,8 @@ from typing import Any
 from mitool.bounds import INFONCE_FAMILY, takes_option
 from mitool.checks import ParameterError
 from mitool.vision.choices import KNN_K, KNN_TEMPERATURE
-from mitool.vision.methods import method_class, method_spec
+from mitool.vision.method_specs import method_spec
+from mitool.vision.methods import method_class
 
 __all__ = ["Evaluation", "Grid", "SweepRun", "expand", "run_name"]
 
