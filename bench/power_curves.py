@@ -228,26 +228,15 @@ def mitool_multi_k(x: np.ndarray, y: np.ndarray, seed: int, permutations: int) -
     """A candidate: KSG on rank scores at each k of :func:`multi_k_ks` (the joint search made once
     for all of them) and the linear statistic, on the same B permutations of Y, combined by min-p
     (mitool.independence.min_p_combination)."""
-    from mitool.estimators.neighbours import kth_neighbour_distances, strict_reach
     from mitool.independence import min_p_combination
-    from mitool.independence.statistics import ScoredSide, digamma_table, linear_statistic
+    from mitool.independence.statistics import ksg_statistics, linear_statistic
 
     n = len(x)
-    ks = multi_k_ks(n)
-    side_x, side_y = ScoredSide.of(_column(x)), ScoredSide.of(_column(y))
-    by_x, psi = side_x.order, digamma_table(n)
-    x_sorted = side_x.scores[by_x]
+    ksg = ksg_statistics(_column(x), _column(y), multi_k_ks(n))
     linear = linear_statistic(_column(x), _column(y))
 
     def statistics(order: np.ndarray) -> list[float]:
-        y_rows = order[by_x]
-        distances = kth_neighbour_distances(np.hstack([x_sorted, side_y.scores[y_rows]]), ks)
-        values = []
-        for column, k in enumerate(ks):
-            reach = strict_reach(distances[:, column])
-            counts = psi[side_x.count(by_x, reach) + 1] + psi[side_y.count(y_rows, reach) + 1]
-            values.append(float(psi[k] + psi[n] - np.mean(counts)))
-        return [*values, linear(order)]
+        return [*ksg(order), linear(order)]
 
     rng = np.random.default_rng([seed, 0x3A17])
     observed = np.array(statistics(np.arange(n)))
